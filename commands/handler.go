@@ -1,0 +1,321 @@
+package commands
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"hermes/domain"
+	"hermes/events"
+)
+
+// ErrConflict: the lane kept changing under the command; it was retried
+// maxAttempts times and gave up. Nothing was appended.
+var ErrConflict = errors.New("concurrent modification: retries exhausted")
+
+const maxAttempts = 16
+
+// Handler executes lane commands against an event store.
+type Handler struct {
+	store     events.Store
+	now       func() time.Time
+	entropy   func() string
+	cfg       Config
+	aliases   AliasSource
+	directory LaneDirectory
+
+	locks keyedMutex
+	cache laneCache
+}
+
+// Option configures a Handler.
+type Option func(*Handler)
+
+// WithClock injects the clock every time rule uses.
+func WithClock(now func() time.Time) Option { return func(h *Handler) { h.now = now } }
+
+// WithEntropy injects the source of the 8 hex characters of new session ids
+// (and of generated turn ids).
+func WithEntropy(f func() string) Option { return func(h *Handler) { h.entropy = f } }
+
+// WithAliases sets where WhatsApp aliases come from.
+func WithAliases(a AliasSource) Option { return func(h *Handler) { h.aliases = a } }
+
+// WithDirectory sets the lane directory used by the sweeping commands.
+func WithDirectory(d LaneDirectory) Option { return func(h *Handler) { h.directory = d } }
+
+// NewHandler returns a handler over store with cfg.
+func NewHandler(store events.Store, cfg Config, opts ...Option) *Handler {
+	if cfg.Location == nil {
+		cfg.Location = time.UTC
+	}
+	h := &Handler{store: store, now: time.Now, entropy: randomHex8, cfg: cfg}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
+}
+
+// Config returns the handler's configuration.
+func (h *Handler) Config() Config { return h.cfg }
+
+// Now is the handler's clock.
+func (h *Handler) Now() time.Time { return h.now() }
+
+// LaneResult is a lane as a command left it.
+type LaneResult struct {
+	Lane domain.Lane
+	// Version is the lane stream's version after the command.
+	Version uint64
+	// Position is the global position of the last event the command
+	// appended (0 when it appended nothing): wait for it to read your write.
+	Position uint64
+	// Events are the events the command appended (empty when it changed
+	// nothing, or when it was a retry of a command already applied).
+	Events []events.Event
+}
+
+// decideFunc decides a command on the current lane state.
+type decideFunc func(l domain.Lane, now time.Time) ([]events.Event, error)
+
+// execute is the one write path: lock the key in this process, load the
+// lane, decide, append with the expected version, retry on conflict.
+func (h *Handler) execute(ctx context.Context, key, command, commandID string, decide decideFunc) (LaneResult, error) {
+	if key == "" {
+		return LaneResult{}, fmt.Errorf("%s: %w: empty session key", command, domain.ErrInvalidArgument)
+	}
+	if commandID == "" {
+		commandID = uuid.NewString()
+	}
+	unlock := h.locks.lock(key)
+	defer unlock()
+
+	stream := events.LaneStream(key)
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		st, err := h.load(ctx, stream)
+		if err != nil {
+			return LaneResult{}, fmt.Errorf("%s %s: %w", command, key, err)
+		}
+		decided, err := decide(st.lane, h.now())
+		if err != nil {
+			return LaneResult{Lane: st.lane, Version: st.version}, err
+		}
+		if len(decided) == 0 {
+			fresh, err := h.refresh(ctx, stream, st)
+			if err != nil {
+				return LaneResult{}, fmt.Errorf("%s %s: %w", command, key, err)
+			}
+			if fresh.version != st.version {
+				continue
+			}
+			return LaneResult{Lane: st.lane, Version: st.version}, nil
+		}
+		proposed := make([]events.Proposed, len(decided))
+		for i, e := range decided {
+			proposed[i] = events.Proposed{
+				ID:    eventID(commandID, stream, i),
+				Event: e,
+				Metadata: events.Metadata{
+					SchemaVersion: events.SchemaVersionOf(e.EventType()),
+					Command:       command,
+					CommandID:     commandID,
+				},
+			}
+		}
+		res, err := h.store.Append(ctx, stream, events.ExactVersion(st.version), proposed)
+		if errors.Is(err, events.ErrWrongExpectedVersion) {
+			h.cache.drop(stream)
+			continue
+		}
+		if err != nil {
+			return LaneResult{}, fmt.Errorf("%s %s: %w", command, key, err)
+		}
+		if res.Duplicate {
+			// A retry of a command already applied: report the lane as it
+			// is now, and what the original append wrote.
+			h.cache.drop(stream)
+			cur, err := h.load(ctx, stream)
+			if err != nil {
+				return LaneResult{}, fmt.Errorf("%s %s: %w", command, key, err)
+			}
+			orig, err := h.readVersions(ctx, stream, res.Versions)
+			if err != nil {
+				return LaneResult{}, fmt.Errorf("%s %s: %w", command, key, err)
+			}
+			return LaneResult{Lane: cur.lane, Version: cur.version, Position: res.LastPosition(), Events: orig}, nil
+		}
+		lane := st.lane
+		for _, e := range decided {
+			lane = domain.Evolve(lane, e)
+		}
+		h.cache.put(stream, laneState{lane: lane, version: res.LastVersion()})
+		return LaneResult{Lane: lane, Version: res.LastVersion(), Position: res.LastPosition(), Events: decided}, nil
+	}
+	return LaneResult{}, fmt.Errorf("%s %s: %w", command, key, ErrConflict)
+}
+
+// laneState is a lane folded up to a stream version.
+type laneState struct {
+	lane    domain.Lane
+	version uint64
+}
+
+// load returns the lane from the cache, or replays its stream.
+func (h *Handler) load(ctx context.Context, stream string) (laneState, error) {
+	if st, ok := h.cache.get(stream); ok {
+		return st, nil
+	}
+	st, err := h.refresh(ctx, stream, laneState{})
+	if err != nil {
+		return laneState{}, err
+	}
+	h.cache.put(stream, st)
+	return st, nil
+}
+
+// readPage bounds one stream read.
+const readPage = 512
+
+// refresh folds whatever the stream holds beyond st.
+func (h *Handler) refresh(ctx context.Context, stream string, st laneState) (laneState, error) {
+	for {
+		page, err := h.store.ReadStream(ctx, stream, st.version+1, readPage, events.Forwards)
+		if errors.Is(err, events.ErrStreamNotFound) {
+			return st, nil
+		}
+		if err != nil {
+			return laneState{}, fmt.Errorf("read %s: %w", stream, err)
+		}
+		for _, env := range page {
+			st.lane = domain.Evolve(st.lane, env.Event)
+			st.version = env.Version
+		}
+		if len(page) < readPage {
+			if st.version != 0 {
+				h.cache.put(stream, st)
+			}
+			return st, nil
+		}
+	}
+}
+
+func (h *Handler) readVersions(ctx context.Context, stream string, versions []uint64) ([]events.Event, error) {
+	if len(versions) == 0 {
+		return nil, nil
+	}
+	page, err := h.store.ReadStream(ctx, stream, versions[0], len(versions), events.Forwards)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", stream, err)
+	}
+	out := make([]events.Event, len(page))
+	for i, env := range page {
+		out[i] = env.Event
+	}
+	return out, nil
+}
+
+// Lane returns a lane's current state straight from the store (the cache
+// is brought up to date first), and its version; a lane that never existed
+// is the zero Lane at version 0.
+func (h *Handler) Lane(ctx context.Context, key string) (domain.Lane, uint64, error) {
+	stream := events.LaneStream(key)
+	st, _ := h.cache.get(stream)
+	st, err := h.refresh(ctx, stream, st)
+	if err != nil {
+		return domain.Lane{}, 0, err
+	}
+	return st.lane, st.version, nil
+}
+
+// eventIDNamespace scopes derived event ids to hermes.
+var eventIDNamespace = uuid.MustParse("6f1c2d9e-7a43-4c1b-9e2f-5d8a0b3c4e71")
+
+// eventID derives the id of the i-th event a command appends to stream, so
+// that a retried command proposes the same ids and the store de-duplicates.
+func eventID(commandID, stream string, i int) string {
+	return uuid.NewSHA1(eventIDNamespace, fmt.Appendf(nil, "%s\x00%s\x00%d", commandID, stream, i)).String()
+}
+
+func randomHex8() string {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand failed: %v", err))
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// keyedMutex serialises commands on the same lane within this process, so
+// concurrent requests for one key queue instead of conflicting and
+// retrying; other processes are kept honest by the expected version.
+type keyedMutex struct {
+	mu    sync.Mutex
+	locks map[string]*refMutex
+}
+
+type refMutex struct {
+	sync.Mutex
+	refs int
+}
+
+func (k *keyedMutex) lock(key string) (unlock func()) {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = make(map[string]*refMutex)
+	}
+	m := k.locks[key]
+	if m == nil {
+		m = &refMutex{}
+		k.locks[key] = m
+	}
+	m.refs++
+	k.mu.Unlock()
+	m.Lock()
+	return func() {
+		m.Unlock()
+		k.mu.Lock()
+		m.refs--
+		if m.refs == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}
+}
+
+// laneCache holds lane states this process has loaded or written. It is
+// never trusted over the store: every append carries the cached version as
+// its expectation, and a conflict drops the entry.
+type laneCache struct {
+	mu    sync.RWMutex
+	lanes map[string]laneState
+}
+
+func (c *laneCache) get(stream string) (laneState, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	st, ok := c.lanes[stream]
+	return st, ok
+}
+
+func (c *laneCache) put(stream string, st laneState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lanes == nil {
+		c.lanes = make(map[string]laneState)
+	}
+	if cur, ok := c.lanes[stream]; ok && cur.version > st.version {
+		return
+	}
+	c.lanes[stream] = st
+}
+
+func (c *laneCache) drop(stream string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.lanes, stream)
+}

@@ -1,0 +1,182 @@
+package domain
+
+import (
+	"time"
+
+	"hermes/events"
+)
+
+// Lane is the state of one conversation lane (one session key): Hermes'
+// SessionEntry plus what hermes tracks beyond it. It is a value folded from
+// the lane's events by [Evolve]; the zero Lane is a lane with no history.
+type Lane struct {
+	SessionKey string
+	SessionID  string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	Origin     SessionSource
+	// DisplayName is the chat's display name (from the source's chat_name).
+	DisplayName string
+	Platform    string
+	ChatType    string
+
+	InputTokens      int64
+	OutputTokens     int64
+	CacheReadTokens  int64
+	CacheWriteTokens int64
+	TotalTokens      int64
+	EstimatedCostUSD float64
+	CostStatus       string
+	LastPromptTokens int64
+
+	WasAutoReset       bool
+	AutoResetReason    string
+	ResetHadActivity   bool
+	IsFreshReset       bool
+	ExpiryFinalized    bool
+	Suspended          bool
+	SuspendReason      string
+	ResumePending      bool
+	ResumeReason       string
+	LastResumeMarkedAt time.Time
+
+	// PreviousSessionID is the session this one replaced (any reset or
+	// switch): the link Hermes never stored (Hermes #12857).
+	PreviousSessionID string
+	// ActiveProcesses counts live background processes; a lane with any is
+	// never reset, expired or pruned.
+	ActiveProcesses int
+	// OpenTurnID is the turn started and not yet completed, if any.
+	OpenTurnID    string
+	TurnStartedAt time.Time
+	// HadActivity: the current session saw a completed turn or an appended
+	// message. It becomes ResetHadActivity when the session is auto-reset.
+	HadActivity bool
+	// Pruned: the routing entry was dropped for age; the lane is as if it
+	// had never been (the next message creates a fresh session).
+	Pruned bool
+}
+
+// Exists reports whether the lane has a live entry.
+func (l Lane) Exists() bool { return l.SessionID != "" && !l.Pruned }
+
+// TurnOpen reports whether a turn has started and not completed.
+func (l Lane) TurnOpen() bool { return l.OpenTurnID != "" }
+
+// Replay folds a lane's history into its state.
+func Replay(history []events.Event) Lane {
+	var l Lane
+	for _, e := range history {
+		l = Evolve(l, e)
+	}
+	return l
+}
+
+// Evolve applies one event to a lane. It is total: history is fact, so it
+// validates nothing and never fails. Events of other streams leave the lane
+// as it is.
+func Evolve(l Lane, e events.Event) Lane {
+	switch e := e.(type) {
+	case events.SessionCreated:
+		l = l.newIncarnation(e.SessionID, e.PreviousSessionID, e.At)
+		l.SessionKey = e.SessionKey
+		l.Origin = SessionSource(e.Origin)
+		l.DisplayName = e.DisplayName
+		l.Platform = e.Platform
+		l.ChatType = e.ChatType
+	case events.SessionAutoReset:
+		l = l.newIncarnation(e.SessionID, e.PreviousSessionID, e.At)
+		l.SessionKey = e.SessionKey
+		l.Origin = SessionSource(e.Origin)
+		l.DisplayName = e.DisplayName
+		l.Platform = e.Platform
+		l.ChatType = e.ChatType
+		l.WasAutoReset = true
+		l.AutoResetReason = e.Reason
+		l.ResetHadActivity = e.HadActivity
+	case events.SessionReset:
+		display := l.DisplayName
+		if e.DisplayName != "" {
+			display = e.DisplayName
+		}
+		l = l.newIncarnation(e.SessionID, e.PreviousSessionID, e.At)
+		l.DisplayName = display
+		l.IsFreshReset = true
+	case events.SessionSwitched:
+		l = l.newIncarnation(e.SessionID, e.PreviousSessionID, e.At)
+	case events.Suspended:
+		l.Suspended = true
+		l.SuspendReason = e.Reason
+	case events.ResumeMarked:
+		l.ResumePending = true
+		l.ResumeReason = e.Reason
+		l.LastResumeMarkedAt = e.At
+	case events.ResumeCleared:
+		l.ResumePending = false
+		l.ResumeReason = ""
+		l.LastResumeMarkedAt = time.Time{}
+	case events.Touched:
+		l.UpdatedAt = e.At
+		if e.LastPromptTokens != nil {
+			l.LastPromptTokens = *e.LastPromptTokens
+		}
+	case events.TurnStarted:
+		l.OpenTurnID = e.TurnID
+		l.TurnStartedAt = e.At
+		l.UpdatedAt = e.At
+	case events.TurnCompleted:
+		l.InputTokens += e.InputTokens
+		l.OutputTokens += e.OutputTokens
+		l.CacheReadTokens += e.CacheReadTokens
+		l.CacheWriteTokens += e.CacheWriteTokens
+		l.TotalTokens += e.InputTokens + e.OutputTokens
+		l.EstimatedCostUSD += e.EstimatedCostUSD
+		if e.CostStatus != "" {
+			l.CostStatus = e.CostStatus
+		}
+		if e.LastPromptTokens != nil {
+			l.LastPromptTokens = *e.LastPromptTokens
+		}
+		if e.TurnID == "" || e.TurnID == l.OpenTurnID {
+			l.OpenTurnID = ""
+			l.TurnStartedAt = time.Time{}
+		}
+		l.HadActivity = true
+		l.UpdatedAt = e.At
+	case events.ActiveProcessesChanged:
+		l.ActiveProcesses = e.Count
+	case events.ActivityRecorded:
+		if e.SessionID == l.SessionID {
+			l.HadActivity = true
+		}
+	case events.ExpiryFinalized:
+		l.ExpiryFinalized = true
+	case events.EntryPruned:
+		l.Pruned = true
+	}
+	return l
+}
+
+// newIncarnation starts a fresh entry on the lane for sessionID: counters
+// zeroed and flags at their defaults, keeping what belongs to the lane rather
+// than the session (key, origin, live processes, an open turn).
+func (l Lane) newIncarnation(sessionID, previous string, at time.Time) Lane {
+	return Lane{
+		SessionKey:        l.SessionKey,
+		SessionID:         sessionID,
+		CreatedAt:         at,
+		UpdatedAt:         at,
+		Origin:            l.Origin,
+		DisplayName:       l.DisplayName,
+		Platform:          l.Platform,
+		ChatType:          l.ChatType,
+		CostStatus:        CostStatusUnknown,
+		PreviousSessionID: previous,
+		ActiveProcesses:   l.ActiveProcesses,
+		OpenTurnID:        l.OpenTurnID,
+		TurnStartedAt:     l.TurnStartedAt,
+	}
+}
+
+// CostStatusUnknown is the cost status of a session with no reported cost.
+const CostStatusUnknown = "unknown"

@@ -1,0 +1,212 @@
+package domain
+
+import (
+	"fmt"
+	"time"
+
+	"hermes/events"
+)
+
+// Reset decides an explicit /new or /reset: a fresh session on the lane,
+// flagged is_fresh_reset (never the "expired" notice). displayName, when not
+// empty, replaces the lane's display name. A missing lane is refused with
+// ErrLaneNotFound (the caller then resolves with force_new, as Hermes does).
+func (l Lane) Reset(displayName string, rules LaneRules, entropy string, now time.Time) ([]events.Event, error) {
+	if !l.Exists() {
+		return nil, ErrLaneNotFound
+	}
+	id, err := NewSessionID(now, rules.Location, entropy)
+	if err != nil {
+		return nil, err
+	}
+	return []events.Event{events.SessionReset{
+		SessionID:         id,
+		PreviousSessionID: l.SessionID,
+		DisplayName:       displayName,
+		At:                now,
+	}}, nil
+}
+
+// Switch decides /resume: the lane points at an existing session id, with
+// flags at their defaults (this clears suspended and resume-pending).
+// Switching to the current session changes nothing.
+func (l Lane) Switch(target string, now time.Time) ([]events.Event, error) {
+	if err := ValidateSessionID(target); err != nil {
+		return nil, err
+	}
+	if !l.Exists() {
+		return nil, ErrLaneNotFound
+	}
+	if target == l.SessionID {
+		return nil, nil
+	}
+	return []events.Event{events.SessionSwitched{SessionID: target, PreviousSessionID: l.SessionID, At: now}}, nil
+}
+
+// Suspend decides /stop (reason stop_command) or the stuck-loop escalation
+// (stuck_loop): the next get-or-create replaces the session whatever else is
+// pending. Suspending a suspended lane changes nothing.
+func (l Lane) Suspend(reason string, now time.Time) ([]events.Event, error) {
+	if reason != events.SuspendStopCommand && reason != events.SuspendStuckLoop {
+		return nil, fmt.Errorf("%w: suspend reason %q", ErrInvalidArgument, reason)
+	}
+	if !l.Exists() {
+		return nil, ErrLaneNotFound
+	}
+	if l.Suspended {
+		return nil, nil
+	}
+	return []events.Event{events.Suspended{Reason: reason, At: now}}, nil
+}
+
+// ValidResumeReason reports whether reason is one of the three auto-resume
+// reasons.
+func ValidResumeReason(reason string) bool {
+	switch reason {
+	case events.ResumeRestartTimeout, events.ResumeShutdownTimeout, events.ResumeRestartInterrupted:
+		return true
+	}
+	return false
+}
+
+// MarkResumePending decides that the lane's session must be preserved on the
+// next access. A suspended lane is refused with ErrSuspended: a hard wipe
+// stays a hard wipe. Marking a pending lane again renews the mark.
+func (l Lane) MarkResumePending(reason string, now time.Time) ([]events.Event, error) {
+	if !ValidResumeReason(reason) {
+		return nil, fmt.Errorf("%w: resume reason %q is not restart_timeout, shutdown_timeout or restart_interrupted", ErrInvalidArgument, reason)
+	}
+	if !l.Exists() {
+		return nil, ErrLaneNotFound
+	}
+	if l.Suspended {
+		return nil, ErrSuspended
+	}
+	return []events.Event{events.ResumeMarked{Reason: reason, At: now}}, nil
+}
+
+// ClearResumePending removes a resume-pending mark; a lane with none changes
+// nothing.
+func (l Lane) ClearResumePending(now time.Time) ([]events.Event, error) {
+	if !l.Exists() {
+		return nil, ErrLaneNotFound
+	}
+	if !l.ResumePending {
+		return nil, nil
+	}
+	return []events.Event{events.ResumeCleared{Cause: events.ResumeClearedExplicitly, At: now}}, nil
+}
+
+// Touch decides update_session: activity that pushes back the idle deadline,
+// optionally recording the last prompt size (0 is allowed and resets it).
+func (l Lane) Touch(lastPromptTokens *int64, now time.Time) ([]events.Event, error) {
+	if lastPromptTokens != nil && *lastPromptTokens < 0 {
+		return nil, fmt.Errorf("%w: last_prompt_tokens %d is negative", ErrInvalidArgument, *lastPromptTokens)
+	}
+	if !l.Exists() {
+		return nil, ErrLaneNotFound
+	}
+	return []events.Event{events.Touched{LastPromptTokens: lastPromptTokens, At: now}}, nil
+}
+
+// StartTurn records that the agent began turn turnID. Starting the turn that
+// is already open changes nothing; starting another one supersedes it.
+func (l Lane) StartTurn(turnID string, now time.Time) ([]events.Event, error) {
+	if turnID == "" {
+		return nil, fmt.Errorf("%w: turn id is required", ErrInvalidArgument)
+	}
+	if !l.Exists() {
+		return nil, ErrLaneNotFound
+	}
+	if l.OpenTurnID == turnID {
+		return nil, nil
+	}
+	return []events.Event{events.TurnStarted{TurnID: turnID, SessionID: l.SessionID, At: now}}, nil
+}
+
+// TurnOutcome is what the agent reports when a turn ends.
+type TurnOutcome struct {
+	// TurnID is the turn that ended; empty means the open turn.
+	TurnID           string
+	InputTokens      int64
+	OutputTokens     int64
+	CacheReadTokens  int64
+	CacheWriteTokens int64
+	EstimatedCostUSD float64
+	CostStatus       string
+	LastPromptTokens *int64
+	// Failed turns count their tokens but do not clear a resume mark.
+	Failed bool
+}
+
+// CompleteTurn records the end of a turn with its token and cost deltas. A
+// successful turn also clears a resume-pending mark (the resumed
+// conversation went through).
+func (l Lane) CompleteTurn(o TurnOutcome, now time.Time) ([]events.Event, error) {
+	counts := []struct {
+		name  string
+		value int64
+	}{
+		{"input_tokens", o.InputTokens}, {"output_tokens", o.OutputTokens},
+		{"cache_read_tokens", o.CacheReadTokens}, {"cache_write_tokens", o.CacheWriteTokens},
+	}
+	for _, c := range counts {
+		if c.value < 0 {
+			return nil, fmt.Errorf("%w: %s %d is negative", ErrInvalidArgument, c.name, c.value)
+		}
+	}
+	if o.EstimatedCostUSD < 0 {
+		return nil, fmt.Errorf("%w: estimated_cost_usd %g is negative", ErrInvalidArgument, o.EstimatedCostUSD)
+	}
+	if o.LastPromptTokens != nil && *o.LastPromptTokens < 0 {
+		return nil, fmt.Errorf("%w: last_prompt_tokens %d is negative", ErrInvalidArgument, *o.LastPromptTokens)
+	}
+	if !l.Exists() {
+		return nil, ErrLaneNotFound
+	}
+	turnID := o.TurnID
+	if turnID == "" {
+		turnID = l.OpenTurnID
+	}
+	out := []events.Event{events.TurnCompleted{
+		TurnID:           turnID,
+		SessionID:        l.SessionID,
+		InputTokens:      o.InputTokens,
+		OutputTokens:     o.OutputTokens,
+		CacheReadTokens:  o.CacheReadTokens,
+		CacheWriteTokens: o.CacheWriteTokens,
+		EstimatedCostUSD: o.EstimatedCostUSD,
+		CostStatus:       o.CostStatus,
+		LastPromptTokens: o.LastPromptTokens,
+		Failed:           o.Failed,
+		At:               now,
+	}}
+	if l.ResumePending && !o.Failed {
+		out = append(out, events.ResumeCleared{Cause: events.ResumeClearedByTurn, At: now})
+	}
+	return out, nil
+}
+
+// SetActiveProcesses records the number of live background processes.
+func (l Lane) SetActiveProcesses(count int, now time.Time) ([]events.Event, error) {
+	if count < 0 {
+		return nil, fmt.Errorf("%w: active process count %d is negative", ErrInvalidArgument, count)
+	}
+	if !l.Exists() {
+		return nil, ErrLaneNotFound
+	}
+	if count == l.ActiveProcesses {
+		return nil, nil
+	}
+	return []events.Event{events.ActiveProcessesChanged{Count: count, At: now}}, nil
+}
+
+// RecordActivity notes that a message was appended to sessionID's
+// transcript. Only the first activity of the lane's current session is
+// recorded; messages of other sessions change nothing.
+func (l Lane) RecordActivity(sessionID string, now time.Time) ([]events.Event, error) {
+	if !l.Exists() || l.SessionID != sessionID || l.HadActivity {
+		return nil, nil
+	}
+	return []events.Event{events.ActivityRecorded{SessionID: sessionID, At: now}}, nil
+}

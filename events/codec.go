@@ -1,0 +1,103 @@
+package events
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ErrUnknownType: a stored type name this build cannot decode (written by a
+// newer hermes, or not a hermes event at all).
+var ErrUnknownType = errors.New("unknown event type")
+
+// Encode returns the stored JSON of an event.
+func Encode(e Event) ([]byte, error) {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", e.EventType(), err)
+	}
+	return data, nil
+}
+
+// Decode turns stored JSON back into its event, upcasting old shapes to the
+// current one. Every type name ever written keeps a case here.
+func Decode(typ string, data []byte) (Event, error) {
+	switch typ {
+	case TypeSessionCreated:
+		return decode[SessionCreated](typ, data)
+	case TypeSessionAutoReset:
+		return decode[SessionAutoReset](typ, data)
+	case TypeSessionReset:
+		return decode[SessionReset](typ, data)
+	case TypeSessionSwitched:
+		return decode[SessionSwitched](typ, data)
+	case TypeSuspendedV1:
+		var old SuspendedV1
+		if err := unmarshal(typ, data, &old); err != nil {
+			return nil, err
+		}
+		return upcastSuspendedV1(old), nil
+	case TypeSuspended:
+		return decode[Suspended](typ, data)
+	case TypeResumeMarked:
+		return decode[ResumeMarked](typ, data)
+	case TypeResumeCleared:
+		return decode[ResumeCleared](typ, data)
+	case TypeTouched:
+		return decode[Touched](typ, data)
+	case TypeTurnStarted:
+		return decode[TurnStarted](typ, data)
+	case TypeTurnCompleted:
+		return decode[TurnCompleted](typ, data)
+	case TypeActiveProcessesChanged:
+		return decode[ActiveProcessesChanged](typ, data)
+	case TypeActivityRecorded:
+		return decode[ActivityRecorded](typ, data)
+	case TypeExpiryFinalized:
+		return decode[ExpiryFinalized](typ, data)
+	case TypeEntryPruned:
+		return decode[EntryPruned](typ, data)
+	}
+	return nil, fmt.Errorf("decode %q: %w", typ, ErrUnknownType)
+}
+
+// upcastSuspendedV1: v1 suspensions were written only by /stop, before the
+// stuck-loop escalation gave suspensions a second cause.
+func upcastSuspendedV1(old SuspendedV1) Suspended {
+	return Suspended{Reason: SuspendStopCommand, At: old.At}
+}
+
+func decode[E Event](typ string, data []byte) (Event, error) {
+	var e E
+	if err := unmarshal(typ, data, &e); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func unmarshal(typ string, data []byte, v any) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("decode %s: %w", typ, err)
+	}
+	return nil
+}
+
+// SchemaVersionOf is the version suffix of a persisted type name ("x.v2" → 2);
+// 0 when the name has none.
+func SchemaVersionOf(typ string) int {
+	i := strings.LastIndex(typ, ".v")
+	if i < 0 {
+		return 0
+	}
+	digits := typ[i+2:]
+	if digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return 0
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil {
+		return 0
+	}
+	return n
+}

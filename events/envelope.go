@@ -1,0 +1,45 @@
+package events
+
+import "time"
+
+// Metadata travels with every stored event. SchemaVersion is the version of
+// the persisted type as written (the ".vN" suffix of its name); the other
+// fields say which command wrote the event, for audit and de-duplication.
+type Metadata struct {
+	SchemaVersion int    `json:"schema_version"`
+	Command       string `json:"command,omitempty"`
+	CommandID     string `json:"command_id,omitempty"`
+	CorrelationID string `json:"correlation_id,omitempty"`
+}
+
+// Proposed is an event offered to [Store.Append]: its id (derived from the
+// command, so a retried command proposes the same ids), the event and its
+// metadata. The store sets the version, the position and the recorded time.
+type Proposed struct {
+	ID       string
+	Event    Event
+	Metadata Metadata
+}
+
+// Envelope is an event as stored: the (upcast) event plus where and when it
+// was written.
+type Envelope struct {
+	// Stream is the name of the stream the event belongs to.
+	Stream string
+	// Version is the event's 1-based position within its stream: the first
+	// event of a stream has version 1, and versions never skip.
+	Version uint64
+	// Position is the event's place in the whole log, strictly increasing in
+	// commit order with no gaps; projections checkpoint on it.
+	Position uint64
+	// ID is the event id given by the writer; unique within the stream.
+	ID string
+	// Type is the persisted type name as written (before any upcast).
+	Type string
+	// RecordedAt is when the store committed the event.
+	RecordedAt time.Time
+	// Metadata is the metadata written with the event.
+	Metadata Metadata
+	// Event is the decoded event, upcast to its current shape.
+	Event Event
+}
