@@ -59,6 +59,38 @@ func Decode(typ string, data []byte) (Event, error) {
 		return decode[ExpiryFinalized](typ, data)
 	case TypeEntryPruned:
 		return decode[EntryPruned](typ, data)
+
+	case TypeMessageAppended:
+		return decode[MessageAppended](typ, data)
+	case TypeTranscriptRewritten:
+		return decode[TranscriptRewritten](typ, data)
+	case TypeTurnsRewound:
+		return decode[TurnsRewound](typ, data)
+	case TypeTitleSet:
+		return decode[TitleSet](typ, data)
+	case TypeSessionMetadataUpdated:
+		return decode[SessionMetadataUpdated](typ, data)
+	case TypeTranscriptCleared:
+		return decode[TranscriptCleared](typ, data)
+	case TypeTranscriptDeleted:
+		return decode[TranscriptDeleted](typ, data)
+	case TypeTranscriptEnded:
+		return decode[TranscriptEnded](typ, data)
+	case TypeTranscriptReopened:
+		return decode[TranscriptReopened](typ, data)
+
+	case TypeGatewayStarted:
+		return decode[GatewayStarted](typ, data)
+	case TypeRunInterrupted:
+		return decode[RunInterrupted](typ, data)
+	case TypeDrainStarted:
+		return decode[DrainStarted](typ, data)
+	case TypeDrainFinished:
+		return decode[DrainFinished](typ, data)
+	case TypeGatewayStopped:
+		return decode[GatewayStopped](typ, data)
+	case TypeMarkerHonoured:
+		return decode[MarkerHonoured](typ, data)
 	}
 	return nil, fmt.Errorf("decode %q: %w", typ, ErrUnknownType)
 }

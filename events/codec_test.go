@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"os"
@@ -23,7 +24,7 @@ var handWritten = map[string]bool{
 	events.TypeSuspendedV1: true,
 }
 
-// allTypes is every persisted type name declared in lane.go. Adding a type
+// allTypes is every persisted type name declared in this package. Adding a type
 // without adding it here (and a golden) fails TestClosedSetCovered.
 var allTypes = []string{
 	events.TypeSessionCreated,
@@ -41,6 +42,38 @@ var allTypes = []string{
 	events.TypeActivityRecorded,
 	events.TypeExpiryFinalized,
 	events.TypeEntryPruned,
+	events.TypeMessageAppended,
+	events.TypeTranscriptRewritten,
+	events.TypeTurnsRewound,
+	events.TypeTitleSet,
+	events.TypeSessionMetadataUpdated,
+	events.TypeTranscriptCleared,
+	events.TypeTranscriptDeleted,
+	events.TypeTranscriptEnded,
+	events.TypeTranscriptReopened,
+	events.TypeGatewayStarted,
+	events.TypeRunInterrupted,
+	events.TypeDrainStarted,
+	events.TypeDrainFinished,
+	events.TypeGatewayStopped,
+	events.TypeMarkerHonoured,
+}
+
+func goldenMessage() events.Message {
+	return events.Message{
+		Role:                "assistant",
+		Content:             json.RawMessage(`[{"type":"text","text":"Deploying now."}]`),
+		ToolCallID:          "call_1",
+		ToolCalls:           json.RawMessage(`[{"id":"call_1","function":{"name":"terminal","arguments":"{}"}}]`),
+		ToolName:            "terminal",
+		TokenCount:          ptr(int64(150)),
+		FinishReason:        "tool_calls",
+		Reasoning:           ptr("Let me think."),
+		ReasoningContent:    ptr("thinking…"),
+		ReasoningDetails:    json.RawMessage(`[{"type":"summary"}]`),
+		CodexReasoningItems: json.RawMessage(`[{"id":"rs_1"}]`),
+		CodexMessageItems:   json.RawMessage(`[{"id":"msg_1","phase":"final"}]`),
+	}
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -128,6 +161,28 @@ func goldenEvents() []events.Event {
 		events.ActivityRecorded{SessionID: "20260514_093015_a1b2c3d4", At: goldenAt},
 		events.ExpiryFinalized{SessionID: "20260514_093015_a1b2c3d4", Forced: true, At: goldenAt},
 		events.EntryPruned{SessionID: "20260514_093015_a1b2c3d4", At: goldenAt},
+		events.MessageAppended{SessionID: "20260514_093015_a1b2c3d4", Message: goldenMessage(), At: goldenAt},
+		events.TranscriptRewritten{SessionID: "20260514_093015_a1b2c3d4", Messages: []events.Message{goldenMessage(), {Role: "user", Content: json.RawMessage(`"hello"`)}}, At: goldenAt},
+		events.TurnsRewound{SessionID: "20260514_093015_a1b2c3d4", TargetMessageID: 17, TurnsUndone: 2, At: goldenAt},
+		events.TitleSet{SessionID: "20260514_093015_a1b2c3d4", Title: "Fix Docker Build #2", At: goldenAt},
+		events.SessionMetadataUpdated{
+			SessionID: "20260514_093015_a1b2c3d4", Model: ptr("anthropic/claude-sonnet-4.6"), ModelConfig: ptr(`{"temperature":0.2}`),
+			SystemPrompt: ptr("You are Hermes."), ParentSessionID: ptr("20260513_080000_deadbeef"),
+			BillingProvider: ptr("openrouter"), BillingBaseURL: ptr("https://example.invalid/v1"), BillingMode: ptr("metered"),
+			InputTokens: 1200, OutputTokens: 300, CacheReadTokens: 800, CacheWriteTokens: 100, ReasoningTokens: 50,
+			EstimatedCostUSD: ptr(0.0123), ActualCostUSD: ptr(0.0119), CostStatus: ptr("estimated"), CostSource: ptr("pricing_table"),
+			PricingVersion: ptr("2026-05"), APICallCount: 3, At: goldenAt,
+		},
+		events.TranscriptCleared{SessionID: "20260514_093015_a1b2c3d4", At: goldenAt},
+		events.TranscriptDeleted{SessionID: "20260514_093015_a1b2c3d4", Reason: events.DeletePruned, At: goldenAt},
+		events.TranscriptEnded{SessionID: "20260514_093015_a1b2c3d4", Reason: "compression", At: goldenAt},
+		events.TranscriptReopened{SessionID: "20260514_093015_a1b2c3d4", At: goldenAt},
+		events.GatewayStarted{PID: 4242, ProcessStartedAt: goldenAt.Add(-time.Second), PreviousRunClean: true, At: goldenAt},
+		events.RunInterrupted{OpenLanes: []string{"agent:main:telegram:dm:99"}, At: goldenAt},
+		events.DrainStarted{Restart: true, OpenLanes: []string{"agent:main:telegram:dm:99", "agent:main:discord:group:g1:u1"}, At: goldenAt},
+		events.DrainFinished{TimedOut: true, OpenLanes: []string{"agent:main:telegram:dm:99"}, At: goldenAt},
+		events.GatewayStopped{Clean: true, Restart: true, At: goldenAt},
+		events.MarkerHonoured{At: goldenAt},
 	}
 }
 
@@ -297,7 +352,7 @@ func TestDecodeUnknownType(t *testing.T) {
 		"lane.suspended.v3",
 		"SessionCreated",
 		"LANE.SESSION_CREATED.V1",
-		"transcript.message_appended.v1",
+		"transcript.message_appended.v9",
 	}
 	for _, typ := range tests {
 		t.Run(typ, func(t *testing.T) {

@@ -1,0 +1,226 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"hermes/events"
+)
+
+// MaxBatch bounds how many events one Apply receives.
+const MaxBatch = 2048
+
+// Runner feeds projections from the store: catch-up from each checkpoint,
+// then live, in batches. It offers read-your-writes through WaitFor.
+type Runner struct {
+	store       events.Store
+	projections []Projection
+
+	mu      sync.Mutex
+	applied map[string]uint64
+	changed chan struct{}
+	err     error
+}
+
+// NewRunner returns a runner for ps over store.
+func NewRunner(store events.Store, ps ...Projection) *Runner {
+	return &Runner{
+		store:       store,
+		projections: ps,
+		applied:     make(map[string]uint64, len(ps)),
+		changed:     make(chan struct{}),
+	}
+}
+
+// Projections returns the runner's projections.
+func (r *Runner) Projections() []Projection { return r.projections }
+
+// CatchUp applies everything up to the store's head at the time of the call,
+// reporting progress (applied, head) to progress when it is not nil.
+func (r *Runner) CatchUp(ctx context.Context, progress func(done, total uint64)) error {
+	head, err := r.store.Head(ctx)
+	if err != nil {
+		return fmt.Errorf("catch up: %w", err)
+	}
+	for _, p := range r.projections {
+		pos, err := p.Checkpoint(ctx)
+		if err != nil {
+			return fmt.Errorf("catch up %s: %w", p.Name(), err)
+		}
+		for pos < head {
+			batch, err := r.store.ReadAll(ctx, pos, MaxBatch)
+			if err != nil {
+				return fmt.Errorf("catch up %s: %w", p.Name(), err)
+			}
+			if len(batch) == 0 {
+				break
+			}
+			if err := p.Apply(ctx, batch); err != nil {
+				return fmt.Errorf("catch up %s: %w", p.Name(), err)
+			}
+			pos = batch[len(batch)-1].Position
+			r.setApplied(p.Name(), pos)
+			if progress != nil {
+				progress(pos, head)
+			}
+		}
+		r.setApplied(p.Name(), pos)
+		if c, ok := p.(Caught); ok {
+			if err := c.CaughtUp(ctx); err != nil {
+				return fmt.Errorf("catch up %s: %w", p.Name(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// Run feeds every projection live until ctx is done (nil) or a projection
+// fails (the error; WaitFor callers get it too).
+func (r *Runner) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(r.projections))
+	for _, p := range r.projections {
+		go func() { errs <- r.follow(ctx, p) }()
+	}
+	var first error
+	for range r.projections {
+		if err := <-errs; err != nil && first == nil && !errors.Is(err, context.Canceled) {
+			first = err
+			r.fail(err)
+			cancel()
+		}
+	}
+	return first
+}
+
+// follow subscribes one projection from its checkpoint and applies batches:
+// whatever has arrived, up to MaxBatch, goes into one transaction.
+func (r *Runner) follow(ctx context.Context, p Projection) error {
+	pos, err := p.Checkpoint(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.Name(), err)
+	}
+	r.setApplied(p.Name(), pos)
+	sub, err := r.store.Subscribe(ctx, pos)
+	if err != nil {
+		return fmt.Errorf("%s: subscribe: %w", p.Name(), err)
+	}
+	defer sub.Close()
+	caughtUp := false
+	batch := make([]events.Envelope, 0, MaxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case env, ok := <-sub.Events():
+			if !ok {
+				if err := sub.Err(); err != nil {
+					return fmt.Errorf("%s: subscription: %w", p.Name(), err)
+				}
+				return ctx.Err()
+			}
+			batch = append(batch, env)
+		}
+	fill:
+		for len(batch) < MaxBatch {
+			select {
+			case env, ok := <-sub.Events():
+				if !ok {
+					break fill
+				}
+				batch = append(batch, env)
+			default:
+				break fill
+			}
+		}
+		if err := p.Apply(ctx, batch); err != nil {
+			return fmt.Errorf("%s: apply: %w", p.Name(), err)
+		}
+		r.setApplied(p.Name(), batch[len(batch)-1].Position)
+		if !caughtUp && len(sub.Events()) == 0 {
+			if head, err := r.store.Head(ctx); err == nil && head <= batch[len(batch)-1].Position {
+				caughtUp = true
+				if c, ok := p.(Caught); ok {
+					if err := c.CaughtUp(ctx); err != nil {
+						return fmt.Errorf("%s: %w", p.Name(), err)
+					}
+				}
+			}
+		}
+	}
+}
+
+func (r *Runner) setApplied(name string, pos uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if pos <= r.applied[name] && r.applied[name] != 0 {
+		return
+	}
+	r.applied[name] = pos
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+func (r *Runner) fail(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.err = err
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// Applied returns the position every projection has applied (the minimum).
+func (r *Runner) Applied() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.minApplied()
+}
+
+func (r *Runner) minApplied() uint64 {
+	var lowest uint64
+	for i, p := range r.projections {
+		a := r.applied[p.Name()]
+		if i == 0 || a < lowest {
+			lowest = a
+		}
+	}
+	return lowest
+}
+
+// WaitFor blocks until every projection has applied position pos (read your
+// writes), the runner failed, or ctx is done.
+func (r *Runner) WaitFor(ctx context.Context, pos uint64) error {
+	for {
+		r.mu.Lock()
+		done, err, changed := r.minApplied() >= pos, r.err, r.changed
+		r.mu.Unlock()
+		if done {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("projections stopped: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for position %d: %w", pos, ctx.Err())
+		case <-changed:
+		}
+	}
+}
+
+// Lag is how far the slowest projection is behind the store's head.
+func (r *Runner) Lag(ctx context.Context) (uint64, error) {
+	head, err := r.store.Head(ctx)
+	if err != nil {
+		return 0, err
+	}
+	applied := r.Applied()
+	if applied >= head {
+		return 0, nil
+	}
+	return head - applied, nil
+}

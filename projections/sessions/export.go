@@ -1,0 +1,220 @@
+package sessions
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"hermes/domain"
+	"hermes/events"
+)
+
+// SessionsJSONReadme is the sentinel Hermes writes first in sessions.json so
+// nobody mistakes the routing index for the session list (Hermes #49361).
+const SessionsJSONReadme = "Gateway routing index ONLY: maps messaging session keys (agent:main:<platform>:...) to active session IDs. This is NOT the session list. Browse sessions with `hermes sessions list` or the state.db transcripts; this file is rewritten by hermes from its event log and edits to it are lost."
+
+// export writes the compatibility files that changed.
+func (p *Projection) export(ctx context.Context, failures bool) error {
+	if p.dirtyJSON && p.exports.SessionsJSON != "" {
+		if time.Since(p.lastExport) < p.exports.MinInterval {
+			return nil
+		}
+		if err := p.writeSessionsJSON(ctx); err != nil {
+			return err
+		}
+		p.lastExport = time.Now()
+	}
+	p.dirtyJSON = false
+	if failures && p.exports.RestartFailureCounts != "" {
+		if err := p.writeRestartFailureCounts(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Flush writes the compatibility files now.
+func (p *Projection) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dirtyJSON = true
+	p.lastExport = time.Time{}
+	return p.export(ctx, true)
+}
+
+func (p *Projection) writeSessionsJSON(ctx context.Context) error {
+	rows, err := p.db.QueryContext(ctx, `SELECT `+laneColumns+` FROM lanes WHERE pruned = 0 ORDER BY session_key`)
+	if err != nil {
+		return fmt.Errorf("export sessions.json: %w", err)
+	}
+	defer rows.Close()
+	var buf bytes.Buffer
+	buf.WriteString("{\n  \"_README\": ")
+	readme, _ := json.Marshal(SessionsJSONReadme)
+	buf.Write(readme)
+	for rows.Next() {
+		r, err := scanLane(rows)
+		if err != nil {
+			return fmt.Errorf("export sessions.json: %w", err)
+		}
+		key, _ := json.Marshal(r.Lane.SessionKey)
+		entry, err := json.MarshalIndent(hermesEntry(r.Lane, p.exports.Location), "  ", "  ")
+		if err != nil {
+			return fmt.Errorf("export sessions.json: %w", err)
+		}
+		buf.WriteString(",\n  ")
+		buf.Write(key)
+		buf.WriteString(": ")
+		buf.Write(entry)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("export sessions.json: %w", err)
+	}
+	buf.WriteString("\n}\n")
+	return writeFileAtomic(p.exports.SessionsJSON, buf.Bytes(), ".sessions_*.tmp")
+}
+
+// entry is a SessionEntry in Hermes' to_dict shape (field order as Hermes
+// writes it), with naive local ISO-8601 times.
+type entry struct {
+	SessionKey         string         `json:"session_key"`
+	SessionID          string         `json:"session_id"`
+	CreatedAt          string         `json:"created_at"`
+	UpdatedAt          string         `json:"updated_at"`
+	DisplayName        *string        `json:"display_name"`
+	Platform           *string        `json:"platform"`
+	ChatType           string         `json:"chat_type"`
+	InputTokens        int64          `json:"input_tokens"`
+	OutputTokens       int64          `json:"output_tokens"`
+	CacheReadTokens    int64          `json:"cache_read_tokens"`
+	CacheWriteTokens   int64          `json:"cache_write_tokens"`
+	TotalTokens        int64          `json:"total_tokens"`
+	LastPromptTokens   int64          `json:"last_prompt_tokens"`
+	EstimatedCostUSD   float64        `json:"estimated_cost_usd"`
+	CostStatus         string         `json:"cost_status"`
+	MemoryFlushed      bool           `json:"memory_flushed"`
+	ExpiryFinalized    bool           `json:"expiry_finalized"`
+	Suspended          bool           `json:"suspended"`
+	ResumePending      bool           `json:"resume_pending"`
+	ResumeReason       *string        `json:"resume_reason"`
+	LastResumeMarkedAt *string        `json:"last_resume_marked_at"`
+	IsFreshReset       bool           `json:"is_fresh_reset"`
+	WasAutoReset       bool           `json:"was_auto_reset"`
+	AutoResetReason    *string        `json:"auto_reset_reason"`
+	ResetHadActivity   bool           `json:"reset_had_activity"`
+	Origin             *events.Source `json:"origin"`
+}
+
+func hermesEntry(l domain.Lane, loc *time.Location) entry {
+	origin := events.Source(l.Origin)
+	e := entry{
+		SessionKey:       l.SessionKey,
+		SessionID:        l.SessionID,
+		CreatedAt:        PythonISO(l.CreatedAt, loc),
+		UpdatedAt:        PythonISO(l.UpdatedAt, loc),
+		DisplayName:      optional(l.DisplayName),
+		Platform:         optional(l.Platform),
+		ChatType:         l.ChatType,
+		InputTokens:      l.InputTokens,
+		OutputTokens:     l.OutputTokens,
+		CacheReadTokens:  l.CacheReadTokens,
+		CacheWriteTokens: l.CacheWriteTokens,
+		TotalTokens:      l.TotalTokens,
+		LastPromptTokens: l.LastPromptTokens,
+		EstimatedCostUSD: l.EstimatedCostUSD,
+		CostStatus:       l.CostStatus,
+		MemoryFlushed:    l.ExpiryFinalized,
+		ExpiryFinalized:  l.ExpiryFinalized,
+		Suspended:        l.Suspended,
+		ResumePending:    l.ResumePending,
+		ResumeReason:     optional(l.ResumeReason),
+		IsFreshReset:     l.IsFreshReset,
+		WasAutoReset:     l.WasAutoReset,
+		AutoResetReason:  optional(l.AutoResetReason),
+		ResetHadActivity: l.ResetHadActivity,
+		Origin:           &origin,
+	}
+	if !l.LastResumeMarkedAt.IsZero() {
+		s := PythonISO(l.LastResumeMarkedAt, loc)
+		e.LastResumeMarkedAt = &s
+	}
+	return e
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// PythonISO formats t as Python's naive datetime.isoformat() in loc:
+// microseconds only when non-zero.
+func PythonISO(t time.Time, loc *time.Location) string {
+	t = t.In(loc)
+	if t.Nanosecond()/1000 == 0 {
+		return t.Format("2006-01-02T15:04:05")
+	}
+	return t.Format("2006-01-02T15:04:05.000000")
+}
+
+func (p *Projection) writeRestartFailureCounts(ctx context.Context) error {
+	counts, err := p.RestartFailures(ctx)
+	if err != nil {
+		return err
+	}
+	if len(counts) == 0 {
+		if err := os.Remove(p.exports.RestartFailureCounts); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("remove %s: %w", p.exports.RestartFailureCounts, err)
+		}
+		return nil
+	}
+	data, err := json.Marshal(counts)
+	if err != nil {
+		return fmt.Errorf("export restart failure counts: %w", err)
+	}
+	return writeFileAtomic(p.exports.RestartFailureCounts, data, ".restart_failure_counts_*.tmp")
+}
+
+// writeFileAtomic writes data to path through a fsynced temp file in the
+// same directory and a rename, so readers see the old or the new file,
+// never half of one. The file is private (0600).
+func writeFileAtomic(path string, data []byte, pattern string) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}

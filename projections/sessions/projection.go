@@ -1,0 +1,326 @@
+package sessions
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"hermes/domain"
+	"hermes/events"
+	"hermes/projections"
+)
+
+// Name is the versioned name of this projection; bump it when the rows'
+// meaning changes and the read model rebuilds from position 0.
+const Name = "sessions.v1"
+
+// StuckLoopThreshold is the number of consecutive interrupted restarts at
+// which a lane is suspended.
+const StuckLoopThreshold = 3
+
+//go:embed schema.sql
+var schemaSQL string
+
+// Exports are the compatibility files written after applied batches; an
+// empty path disables that file.
+type Exports struct {
+	// SessionsJSON is <home>/sessions/sessions.json.
+	SessionsJSON string
+	// RestartFailureCounts is <home>/.restart_failure_counts.
+	RestartFailureCounts string
+	// Location is the time zone of the naive timestamps Hermes writes.
+	Location *time.Location
+	// MinInterval spaces out sessions.json rewrites under load (a file of
+	// 100,000 lanes is tens of megabytes); a skipped rewrite happens with
+	// the next batch after the interval, or at Flush.
+	MinInterval time.Duration
+}
+
+// Projection is the lane read model on one SQLite file.
+type Projection struct {
+	db      *sql.DB
+	exports Exports
+
+	mu         sync.Mutex // serialises Apply and exports
+	caughtUp   bool
+	dirtyJSON  bool
+	lastExport time.Time
+}
+
+var _ projections.Projection = (*Projection)(nil)
+var _ projections.Caught = (*Projection)(nil)
+
+// Open opens (creating, mode 0600) the read model at path.
+func Open(path string, exports Exports) (*Projection, error) {
+	if exports.Location == nil {
+		exports.Location = time.UTC
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open sessions read model %s: %w", path, err)
+	}
+	f.Close()
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_txlock", "immediate")
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String())
+	if err != nil {
+		return nil, fmt.Errorf("open sessions read model %s: %w", path, err)
+	}
+	if _, err := db.Exec(schemaSQL); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open sessions read model %s: %w", path, err)
+	}
+	return &Projection{db: db, exports: exports}, nil
+}
+
+// Name implements projections.Projection.
+func (p *Projection) Name() string { return Name }
+
+// Close implements projections.Projection.
+func (p *Projection) Close() error { return p.db.Close() }
+
+// Checkpoint implements projections.Projection: a read model written by
+// another version of this projection is dropped and rebuilt.
+func (p *Projection) Checkpoint(ctx context.Context) (uint64, error) {
+	var name, pos string
+	err := p.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'projection'`).Scan(&name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, p.reset(ctx)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read checkpoint: %w", err)
+	}
+	if name != Name {
+		return 0, p.reset(ctx)
+	}
+	err = p.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'checkpoint'`).Scan(&pos)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read checkpoint: %w", err)
+	}
+	n, err := strconv.ParseUint(pos, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("read checkpoint %q: %w", pos, err)
+	}
+	return n, nil
+}
+
+func (p *Projection) reset(ctx context.Context) error {
+	_, err := p.db.ExecContext(ctx, `
+		DELETE FROM lanes; DELETE FROM restart_failures; DELETE FROM meta;
+		INSERT INTO meta(key, value) VALUES ('projection', ?), ('checkpoint', '0')`, Name)
+	if err != nil {
+		return fmt.Errorf("reset %s: %w", Name, err)
+	}
+	return nil
+}
+
+// batchState is what one Apply has loaded and changed.
+type batchState struct {
+	rows     map[string]*Row
+	dirty    map[string]bool
+	failures map[string]int
+	touched  map[string]bool // failure counters changed
+}
+
+// Apply implements projections.Projection.
+func (p *Projection) Apply(ctx context.Context, batch []events.Envelope) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	checkpoint, err := p.Checkpoint(ctx)
+	if err != nil {
+		return err
+	}
+	tx, err := p.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	defer tx.Rollback()
+
+	st := batchState{rows: map[string]*Row{}, dirty: map[string]bool{}, failures: map[string]int{}, touched: map[string]bool{}}
+	last := checkpoint
+	for _, env := range batch {
+		if env.Position <= checkpoint {
+			continue
+		}
+		last = env.Position
+		if key, ok := events.SessionKeyOf(env.Stream); ok {
+			if err := p.applyLane(ctx, tx, &st, key, env); err != nil {
+				return err
+			}
+			continue
+		}
+		if env.Stream == events.GatewayStream {
+			if err := p.applyGateway(ctx, tx, &st, env); err != nil {
+				return err
+			}
+		}
+	}
+	if last == checkpoint {
+		return nil
+	}
+	if err := writeRows(ctx, tx, &st); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'checkpoint'`, strconv.FormatUint(last, 10)); err != nil {
+		return fmt.Errorf("apply: write checkpoint: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("apply: commit: %w", err)
+	}
+	if len(st.dirty) > 0 {
+		p.dirtyJSON = true
+	}
+	if p.caughtUp {
+		return p.export(ctx, len(st.touched) > 0)
+	}
+	return nil
+}
+
+func (p *Projection) applyLane(ctx context.Context, tx *sql.Tx, st *batchState, key string, env events.Envelope) error {
+	row, err := st.row(ctx, tx, key)
+	if err != nil {
+		return err
+	}
+	if env.Version <= row.Version {
+		return nil
+	}
+	row.Lane = domain.Evolve(row.Lane, env.Event)
+	row.Version = env.Version
+	st.dirty[key] = true
+	switch e := env.Event.(type) {
+	case events.TurnCompleted:
+		if !e.Failed {
+			if err := st.setFailures(ctx, tx, key, 0); err != nil {
+				return err
+			}
+		}
+	case events.SessionAutoReset, events.SessionReset, events.SessionSwitched, events.Suspended:
+		if err := st.setFailures(ctx, tx, key, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyGateway counts one interrupted restart for every lane whose turn was
+// open when a run ended badly (a crash, or a drain that timed out).
+func (p *Projection) applyGateway(ctx context.Context, tx *sql.Tx, st *batchState, env events.Envelope) error {
+	var open []string
+	switch e := env.Event.(type) {
+	case events.RunInterrupted:
+		open = e.OpenLanes
+	case events.DrainFinished:
+		if e.TimedOut {
+			open = e.OpenLanes
+		}
+	}
+	for _, key := range open {
+		n, err := st.failureCount(ctx, tx, key)
+		if err != nil {
+			return err
+		}
+		if err := st.setFailures(ctx, tx, key, n+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (st *batchState) row(ctx context.Context, tx *sql.Tx, key string) (*Row, error) {
+	if r, ok := st.rows[key]; ok {
+		return r, nil
+	}
+	r, err := scanLane(tx.QueryRowContext(ctx, `SELECT `+laneColumns+` FROM lanes WHERE session_key = ?`, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		r = Row{}
+	} else if err != nil {
+		return nil, fmt.Errorf("load lane %s: %w", key, err)
+	}
+	st.rows[key] = &r
+	return &r, nil
+}
+
+func (st *batchState) failureCount(ctx context.Context, tx *sql.Tx, key string) (int, error) {
+	if n, ok := st.failures[key]; ok {
+		return n, nil
+	}
+	var n int
+	err := tx.QueryRowContext(ctx, `SELECT count FROM restart_failures WHERE session_key = ?`, key).Scan(&n)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("load restart failures of %s: %w", key, err)
+	}
+	st.failures[key] = n
+	return n, nil
+}
+
+func (st *batchState) setFailures(ctx context.Context, tx *sql.Tx, key string, n int) error {
+	cur, err := st.failureCount(ctx, tx, key)
+	if err != nil {
+		return err
+	}
+	if cur == n {
+		return nil
+	}
+	st.failures[key] = n
+	st.touched[key] = true
+	return nil
+}
+
+func writeRows(ctx context.Context, tx *sql.Tx, st *batchState) error {
+	if len(st.dirty) > 0 {
+		stmt, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO lanes(`+laneColumns+`) VALUES (`+lanePlaceholders+`)`)
+		if err != nil {
+			return fmt.Errorf("apply: %w", err)
+		}
+		defer stmt.Close()
+		for key := range st.dirty {
+			vals, err := laneValues(*st.rows[key])
+			if err != nil {
+				return err
+			}
+			if _, err := stmt.ExecContext(ctx, vals...); err != nil {
+				return fmt.Errorf("apply: write lane %s: %w", key, err)
+			}
+		}
+	}
+	for key := range st.touched {
+		var err error
+		if n := st.failures[key]; n == 0 {
+			_, err = tx.ExecContext(ctx, `DELETE FROM restart_failures WHERE session_key = ?`, key)
+		} else {
+			_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO restart_failures(session_key, count) VALUES (?, ?)`, key, n)
+		}
+		if err != nil {
+			return fmt.Errorf("apply: restart failures of %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// CaughtUp implements projections.Caught: the exports deferred during
+// catch-up are written now, and after every batch from here on.
+func (p *Projection) CaughtUp(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.caughtUp = true
+	p.dirtyJSON = true
+	return p.export(ctx, true)
+}
