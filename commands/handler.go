@@ -319,3 +319,5 @@ func (c *laneCache) drop(stream string) {
 	defer c.mu.Unlock()
 	delete(c.lanes, stream)
 }
+
+func isNotFound(err error) bool { return errors.Is(err, events.ErrStreamNotFound) }

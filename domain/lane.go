@@ -143,6 +143,11 @@ func Evolve(l Lane, e events.Event) Lane {
 		}
 		l.HadActivity = true
 		l.UpdatedAt = e.At
+	case events.TurnInterrupted:
+		if e.TurnID == l.OpenTurnID {
+			l.OpenTurnID = ""
+			l.TurnStartedAt = time.Time{}
+		}
 	case events.ActiveProcessesChanged:
 		l.ActiveProcesses = e.Count
 	case events.ActivityRecorded:

@@ -481,6 +481,38 @@ func TestLane_Recovery(t *testing.T) {
 			},
 		},
 		{
+			Name:  "an open turn interrupted by a crash is closed and marked for resume",
+			Given: []events.Event{created(t0), events.TurnStarted{TurnID: "t1", SessionID: sid, At: t0}},
+			When: func(l domain.Lane) ([]events.Event, error) {
+				return l.InterruptTurn(events.ResumeRestartInterrupted, now)
+			},
+			Then: []events.Event{
+				events.TurnInterrupted{TurnID: "t1", Reason: "restart_interrupted", At: now},
+				events.ResumeMarked{Reason: "restart_interrupted", At: now},
+			},
+		},
+		{
+			Name:  "an interrupted turn of a suspended lane is closed but not marked",
+			Given: []events.Event{created(t0), events.TurnStarted{TurnID: "t1", SessionID: sid, At: t0}, events.Suspended{Reason: "stop_command", At: t0}},
+			When: func(l domain.Lane) ([]events.Event, error) {
+				return l.InterruptTurn(events.ResumeShutdownTimeout, now)
+			},
+			Then: []events.Event{events.TurnInterrupted{TurnID: "t1", Reason: "shutdown_timeout", At: now}},
+		},
+		{
+			Name:  "a lane with no open turn has nothing to interrupt",
+			Given: []events.Event{created(t0), events.TurnStarted{TurnID: "t1", SessionID: sid, At: t0}, events.TurnCompleted{TurnID: "t1", SessionID: sid, At: t0}},
+			When: func(l domain.Lane) ([]events.Event, error) {
+				return l.InterruptTurn(events.ResumeRestartTimeout, now)
+			},
+		},
+		{
+			Name:    "an unknown interrupt reason is refused",
+			Given:   []events.Event{created(t0), events.TurnStarted{TurnID: "t1", SessionID: sid, At: t0}},
+			When:    func(l domain.Lane) ([]events.Event, error) { return l.InterruptTurn("power_cut", now) },
+			ThenErr: domain.ErrInvalidArgument,
+		},
+		{
 			Name:  "an expired lane is finalized",
 			Given: []events.Event{created(t0)},
 			When: func(l domain.Lane) ([]events.Event, error) {

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"fmt"
 	"time"
 
 	"hermes/events"
@@ -18,6 +19,26 @@ func (l Lane) MarkInterruptedIfRecent(maxAge time.Duration, now time.Time) []eve
 		return nil
 	}
 	return []events.Event{events.ResumeMarked{Reason: events.ResumeRestartInterrupted, At: now}}
+}
+
+// InterruptTurn closes the lane's open turn, which will never complete
+// because the run under it ended (reason restart_interrupted after a crash,
+// shutdown_timeout or restart_timeout after a drain that timed out), and
+// marks the lane resume-pending with that reason so the conversation
+// continues on the same session — unless it is suspended or already
+// pending. A lane with no open turn changes nothing.
+func (l Lane) InterruptTurn(reason string, now time.Time) ([]events.Event, error) {
+	if !ValidResumeReason(reason) {
+		return nil, fmt.Errorf("%w: interrupt reason %q", ErrInvalidArgument, reason)
+	}
+	if !l.Exists() || !l.TurnOpen() {
+		return nil, nil
+	}
+	out := []events.Event{events.TurnInterrupted{TurnID: l.OpenTurnID, Reason: reason, At: now}}
+	if !l.Suspended && !l.ResumePending {
+		out = append(out, events.ResumeMarked{Reason: reason, At: now})
+	}
+	return out, nil
 }
 
 // FinalizeExpiry records that the expiry watcher finalized the lane's expired

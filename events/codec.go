@@ -51,6 +51,8 @@ func Decode(typ string, data []byte) (Event, error) {
 		return decode[TurnStarted](typ, data)
 	case TypeTurnCompleted:
 		return decode[TurnCompleted](typ, data)
+	case TypeTurnInterrupted:
+		return decode[TurnInterrupted](typ, data)
 	case TypeActiveProcessesChanged:
 		return decode[ActiveProcessesChanged](typ, data)
 	case TypeActivityRecorded:

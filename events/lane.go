@@ -16,6 +16,7 @@ const (
 	TypeTouched                = "lane.touched.v1"
 	TypeTurnStarted            = "lane.turn_started.v1"
 	TypeTurnCompleted          = "lane.turn_completed.v1"
+	TypeTurnInterrupted        = "lane.turn_interrupted.v1"
 	TypeActiveProcessesChanged = "lane.active_processes_changed.v1"
 	TypeActivityRecorded       = "lane.activity_recorded.v1"
 	TypeExpiryFinalized        = "lane.expiry_finalized.v1"
@@ -157,6 +158,15 @@ type TurnCompleted struct {
 	At               time.Time `json:"at"`
 }
 
+// TurnInterrupted records that the lane's open turn will never complete:
+// the process crashed under it (restart_interrupted) or a drain timed out
+// (shutdown_timeout, restart_timeout).
+type TurnInterrupted struct {
+	TurnID string    `json:"turn_id"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
 // ActiveProcessesChanged records the number of live background processes on
 // the lane. A lane with live processes is never reset, expired or pruned.
 type ActiveProcessesChanged struct {
@@ -197,6 +207,7 @@ func (e ResumeCleared) EventType() string          { return TypeResumeCleared }
 func (e Touched) EventType() string                { return TypeTouched }
 func (e TurnStarted) EventType() string            { return TypeTurnStarted }
 func (e TurnCompleted) EventType() string          { return TypeTurnCompleted }
+func (e TurnInterrupted) EventType() string        { return TypeTurnInterrupted }
 func (e ActiveProcessesChanged) EventType() string { return TypeActiveProcessesChanged }
 func (e ActivityRecorded) EventType() string       { return TypeActivityRecorded }
 func (e ExpiryFinalized) EventType() string        { return TypeExpiryFinalized }
@@ -212,6 +223,7 @@ func (e ResumeCleared) OccurredAt() time.Time          { return e.At }
 func (e Touched) OccurredAt() time.Time                { return e.At }
 func (e TurnStarted) OccurredAt() time.Time            { return e.At }
 func (e TurnCompleted) OccurredAt() time.Time          { return e.At }
+func (e TurnInterrupted) OccurredAt() time.Time        { return e.At }
 func (e ActiveProcessesChanged) OccurredAt() time.Time { return e.At }
 func (e ActivityRecorded) OccurredAt() time.Time       { return e.At }
 func (e ExpiryFinalized) OccurredAt() time.Time        { return e.At }
@@ -227,6 +239,7 @@ func (ResumeCleared) isEvent()          {}
 func (Touched) isEvent()                {}
 func (TurnStarted) isEvent()            {}
 func (TurnCompleted) isEvent()          {}
+func (TurnInterrupted) isEvent()        {}
 func (ActiveProcessesChanged) isEvent() {}
 func (ActivityRecorded) isEvent()       {}
 func (ExpiryFinalized) isEvent()        {}

@@ -54,18 +54,14 @@ func (p *Projection) writeSessionsJSON(ctx context.Context) error {
 	defer rows.Close()
 	var buf bytes.Buffer
 	buf.WriteString("{\n  \"_README\": ")
-	readme, _ := json.Marshal(SessionsJSONReadme)
-	buf.Write(readme)
+	buf.Write(marshalNoEscape(SessionsJSONReadme, ""))
 	for rows.Next() {
 		r, err := scanLane(rows)
 		if err != nil {
 			return fmt.Errorf("export sessions.json: %w", err)
 		}
-		key, _ := json.Marshal(r.Lane.SessionKey)
-		entry, err := json.MarshalIndent(hermesEntry(r.Lane, p.exports.Location), "  ", "  ")
-		if err != nil {
-			return fmt.Errorf("export sessions.json: %w", err)
-		}
+		key := marshalNoEscape(r.Lane.SessionKey, "")
+		entry := marshalNoEscape(hermesEntry(r.Lane, p.exports.Location), "  ")
 		buf.WriteString(",\n  ")
 		buf.Write(key)
 		buf.WriteString(": ")
@@ -143,6 +139,21 @@ func hermesEntry(l domain.Lane, loc *time.Location) entry {
 		e.LastResumeMarkedAt = &s
 	}
 	return e
+}
+
+// marshalNoEscape encodes v as Python's json.dump does: no HTML escaping
+// of <, > and &, indented by two spaces under prefix when prefix is set.
+func marshalNoEscape(v any, prefix string) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if prefix != "" {
+		enc.SetIndent(prefix, "  ")
+	}
+	if err := enc.Encode(v); err != nil {
+		panic(fmt.Sprintf("encode %T: %v", v, err))
+	}
+	return bytes.TrimRight(b.Bytes(), "\n")
 }
 
 func optional(s string) *string {

@@ -1,0 +1,185 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Config is hermes' effective configuration. The yaml key of each field is
+// given in its comment; Describe lists them all with their defaults and
+// environment variables.
+type Config struct {
+	// SessionReset is session_reset (or gateway.session_reset when the
+	// top-level key is missing or null): the default reset policy.
+	SessionReset ResetPolicy
+	// Platforms is platforms.<name>.session_reset: the policy of one
+	// platform, which wins over ResetByType and SessionReset.
+	Platforms map[string]ResetPolicy
+	// ResetByType is reset_by_type.<chat_type>: the policy of one chat type
+	// (dm, group, channel, thread, ...), which wins over SessionReset.
+	ResetByType map[string]ResetPolicy
+	// GroupSessionsPerUser is group_sessions_per_user.
+	GroupSessionsPerUser bool
+	// ThreadSessionsPerUser is thread_sessions_per_user.
+	ThreadSessionsPerUser bool
+	// SessionStoreMaxAgeDays is session_store_max_age_days (0 disables
+	// pruning of the routing index).
+	SessionStoreMaxAgeDays int
+	Agent                  Agent
+	Sessions               Sessions
+	Privacy                Privacy
+	// Timezone is timezone: an IANA name, or "" for the host's local zone.
+	Timezone string
+	API      API
+	Expiry   Expiry
+	Recovery Recovery
+	// MultiplexProfiles is multiplex_profiles.
+	MultiplexProfiles bool
+	// Profile is profile: the active profile name.
+	Profile string
+}
+
+// ResetPolicy is one session_reset block: Hermes' SessionResetPolicy as
+// written in config.yaml.
+type ResetPolicy struct {
+	// Mode is mode: none, idle, daily or both.
+	Mode string
+	// AtHour is at_hour (0–23).
+	AtHour int
+	// IdleMinutes is idle_minutes (≥ 0).
+	IdleMinutes int
+	// Notify is notify.
+	Notify bool
+	// NotifyExcludePlatforms is notify_exclude_platforms.
+	NotifyExcludePlatforms []string
+}
+
+// Agent is the agent block.
+type Agent struct {
+	// GatewayAutoContinueFreshness is agent.gateway_auto_continue_freshness
+	// (seconds); 0 or less means a resume mark never goes stale.
+	GatewayAutoContinueFreshness time.Duration
+	// RestartDrainTimeout is agent.restart_drain_timeout (seconds).
+	RestartDrainTimeout time.Duration
+}
+
+// Sessions is the sessions block: pruning of the session database.
+type Sessions struct {
+	AutoPrune         bool // sessions.auto_prune
+	RetentionDays     int  // sessions.retention_days
+	MinIntervalHours  int  // sessions.min_interval_hours
+	VacuumAfterPrune  bool // sessions.vacuum_after_prune
+	WriteSessionsJSON bool // sessions.write_sessions_json
+}
+
+// Privacy is the privacy block.
+type Privacy struct {
+	RedactPII bool // privacy.redact_pii
+}
+
+// API is the api block: hermes' HTTP API.
+type API struct {
+	// Addr is api.addr, host:port.
+	Addr string
+	// Token is api.token, the bearer token; required off loopback.
+	Token string
+	// MaxBodyBytes is api.max_body_bytes.
+	MaxBodyBytes int64
+}
+
+// Expiry is the expiry block: the background expiry watcher.
+type Expiry struct {
+	Interval time.Duration // expiry.interval_seconds
+}
+
+// Recovery is the recovery block: restart recovery.
+type Recovery struct {
+	// Recent is recovery.recent_seconds: sessions updated this recently
+	// before an unclean stop are marked resume-pending.
+	Recent time.Duration
+}
+
+// DefaultResetPolicy is Hermes' SessionResetPolicy defaults.
+func DefaultResetPolicy() ResetPolicy {
+	return ResetPolicy{
+		Mode:                   "both",
+		AtHour:                 4,
+		IdleMinutes:            1440,
+		Notify:                 true,
+		NotifyExcludePlatforms: []string{"api_server", "webhook"},
+	}
+}
+
+// Default is the configuration with no file, environment or flags.
+func Default() Config {
+	return Config{
+		SessionReset:           DefaultResetPolicy(),
+		GroupSessionsPerUser:   true,
+		SessionStoreMaxAgeDays: 90,
+		Agent: Agent{
+			GatewayAutoContinueFreshness: time.Hour,
+			RestartDrainTimeout:          180 * time.Second,
+		},
+		Sessions: Sessions{
+			RetentionDays:     90,
+			MinIntervalHours:  24,
+			VacuumAfterPrune:  true,
+			WriteSessionsJSON: true,
+		},
+		API: API{
+			Addr:         "127.0.0.1:8642",
+			MaxBodyBytes: 1 << 20,
+		},
+		Expiry:   Expiry{Interval: 300 * time.Second},
+		Recovery: Recovery{Recent: 120 * time.Second},
+	}
+}
+
+// Location is the time zone named by Timezone: time.Local for "", and
+// time.Local as well for a name that does not load (Validate reports it).
+func (c Config) Location() *time.Location {
+	if c.Timezone == "" {
+		return time.Local
+	}
+	loc, err := time.LoadLocation(c.Timezone)
+	if err != nil {
+		return time.Local
+	}
+	return loc
+}
+
+// Error is one configuration problem. Load and Validate return one or more
+// of them joined with errors.Join; errors.As(err, new(*Error)) tells a
+// configuration problem from an I/O failure.
+type Error struct {
+	// Source is where the value came from: the config file's path, an
+	// environment variable's name or a flag ("--addr"); "" for a Config
+	// validated on its own.
+	Source string
+	// Path is the key path ("session_reset.at_hour"); "" when the file as a
+	// whole is bad.
+	Path string
+	// Reason says what is wrong. It never quotes api.token.
+	Reason string
+	// Line is the 1-based line in Source, for file values; 0 otherwise.
+	Line int
+}
+
+// Error formats e as "source:line: path: reason", leaving out empty parts.
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.Source != "" {
+		b.WriteString(e.Source)
+		if e.Line > 0 {
+			fmt.Fprintf(&b, ":%d", e.Line)
+		}
+		b.WriteString(": ")
+	}
+	if e.Path != "" {
+		b.WriteString(e.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Reason)
+	return b.String()
+}

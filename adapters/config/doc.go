@@ -1,0 +1,18 @@
+// Package config loads hermes' settings from $HERMES_HOME/config.yaml, the
+// HERMES_* environment and already-parsed command-line flags, in that
+// rising order of precedence over the built-in defaults, and validates
+// them.
+//
+// config.yaml belongs to Python Hermes: hermes reads it the way PyYAML does
+// (yes/no/on/off are booleans, explicit nulls mean "the default"), ignores
+// every key it does not know, and never writes it. Every problem is reported
+// as an *Error naming where the value came from (file and line, environment
+// variable or flag), the key path and the reason, so the CLI can print one
+// line per problem and exit with its usage code.
+//
+// The package reads files and the environment it is given; it does not
+// call os.Getenv, parse flags, start anything or hold state. It must not
+// import the domain: its only ports are those of commands, projections and
+// events (design/STYLE.md). The one exception, Config.Commands in
+// commands_config.go, is a stop-gap until that conversion moves to cmd.
+package config

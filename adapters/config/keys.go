@@ -1,0 +1,472 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// kind is how a key's value is written and stored.
+type kind int
+
+const (
+	kindBool    kind = iota // bool; YAML 1.1 words as PyYAML reads them
+	kindInt                 // int or int64
+	kindSeconds             // time.Duration written as (possibly fractional) seconds
+	kindString              // string
+	kindList                // []string; comma-separated in env and flags
+	kindMode                // string, one of resetModes
+)
+
+var resetModes = []string{"none", "idle", "daily", "both"}
+
+// key is one scalar setting: where it lives, how it is parsed and checked,
+// and which field of Config holds it.
+type key struct {
+	path string
+	kind kind
+	// lo and hi bound kindInt and kindSeconds values (in seconds);
+	// ±Inf when open.
+	lo, hi float64
+	// check is an extra rule for kindString values: it returns a reason,
+	// or "" when s is fine.
+	check func(s string) string
+	// secret values are never quoted in reasons.
+	secret bool
+	// aliases are further environment variables, after the derived one
+	// and in falling precedence.
+	aliases []string
+	doc     string
+	// ptr returns a pointer to the field in c: *bool, *int, *int64,
+	// *time.Duration, *string or *[]string.
+	ptr func(c *Config) any
+}
+
+// policyKey is a key of a session_reset block, relative to the block.
+type policyKey struct {
+	name   string
+	kind   kind
+	lo, hi float64
+	doc    string
+	ptr    func(p *ResetPolicy) any
+}
+
+var (
+	inf  = math.Inf(1)
+	ninf = math.Inf(-1)
+)
+
+var policyKeys = []policyKey{
+	{name: "mode", kind: kindMode, lo: ninf, hi: inf,
+		doc: "which rules replace a session: none, idle, daily or both (off/false/no mean none)",
+		ptr: func(p *ResetPolicy) any { return &p.Mode }},
+	{name: "at_hour", kind: kindInt, lo: 0, hi: 23,
+		doc: "hour (0–23, in timezone) of the daily reset",
+		ptr: func(p *ResetPolicy) any { return &p.AtHour }},
+	{name: "idle_minutes", kind: kindInt, lo: 0, hi: inf,
+		doc: "minutes of inactivity after which a session is replaced",
+		ptr: func(p *ResetPolicy) any { return &p.IdleMinutes }},
+	{name: "notify", kind: kindBool, lo: ninf, hi: inf,
+		doc: "tell the user when their session was reset automatically",
+		ptr: func(p *ResetPolicy) any { return &p.Notify }},
+	{name: "notify_exclude_platforms", kind: kindList, lo: ninf, hi: inf,
+		doc: "platforms that never get the reset notice",
+		ptr: func(p *ResetPolicy) any { return &p.NotifyExcludePlatforms }},
+}
+
+// key is pk at path, without a Config field.
+func (pk policyKey) key(path string) key {
+	return key{path: path, kind: pk.kind, lo: pk.lo, hi: pk.hi, doc: pk.doc}
+}
+
+// keys are every scalar key, in the order Describe lists them.
+var keys = buildKeys()
+
+func buildKeys() []key {
+	var ks []key
+	for _, pk := range policyKeys {
+		k := pk.key("session_reset." + pk.name)
+		ptr := pk.ptr
+		k.doc = "default policy: " + pk.doc
+		k.ptr = func(c *Config) any { return ptr(&c.SessionReset) }
+		ks = append(ks, k)
+	}
+	return append(ks,
+		key{path: "group_sessions_per_user", kind: kindBool,
+			doc: "isolate group and channel sessions per participant",
+			ptr: func(c *Config) any { return &c.GroupSessionsPerUser }},
+		key{path: "thread_sessions_per_user", kind: kindBool,
+			doc: "isolate thread sessions per participant (needs group_sessions_per_user)",
+			ptr: func(c *Config) any { return &c.ThreadSessionsPerUser }},
+		key{path: "session_store_max_age_days", kind: kindInt, lo: 0, hi: inf,
+			doc: "drop routing entries idle this many days; 0 keeps them forever",
+			ptr: func(c *Config) any { return &c.SessionStoreMaxAgeDays }},
+		key{path: "agent.gateway_auto_continue_freshness", kind: kindSeconds, lo: ninf, hi: inf,
+			aliases: []string{"HERMES_AUTO_CONTINUE_FRESHNESS"},
+			doc:     "seconds a resume-pending mark stays fresh; 0 or less: always fresh",
+			ptr:     func(c *Config) any { return &c.Agent.GatewayAutoContinueFreshness }},
+		key{path: "agent.restart_drain_timeout", kind: kindSeconds, lo: 0, hi: inf,
+			aliases: []string{"HERMES_RESTART_DRAIN_TIMEOUT"},
+			doc:     "seconds running turns may finish during a shutdown or restart",
+			ptr:     func(c *Config) any { return &c.Agent.RestartDrainTimeout }},
+		key{path: "sessions.auto_prune", kind: kindBool,
+			doc: "prune ended sessions older than retention_days at start-up",
+			ptr: func(c *Config) any { return &c.Sessions.AutoPrune }},
+		key{path: "sessions.retention_days", kind: kindInt, lo: 1, hi: inf,
+			doc: "age in days of the ended sessions auto_prune removes",
+			ptr: func(c *Config) any { return &c.Sessions.RetentionDays }},
+		key{path: "sessions.min_interval_hours", kind: kindInt, lo: 0, hi: inf,
+			doc: "hours between two automatic prunes",
+			ptr: func(c *Config) any { return &c.Sessions.MinIntervalHours }},
+		key{path: "sessions.vacuum_after_prune", kind: kindBool,
+			doc: "VACUUM the database after an automatic prune removed rows",
+			ptr: func(c *Config) any { return &c.Sessions.VacuumAfterPrune }},
+		key{path: "sessions.write_sessions_json", kind: kindBool,
+			doc: "keep the sessions.json routing index Python Hermes reads",
+			ptr: func(c *Config) any { return &c.Sessions.WriteSessionsJSON }},
+		key{path: "privacy.redact_pii", kind: kindBool,
+			doc: "hash user and chat ids in the session context prompt",
+			ptr: func(c *Config) any { return &c.Privacy.RedactPII }},
+		key{path: "timezone", kind: kindString, check: checkTimezone,
+			doc: "IANA time zone of daily resets and session ids; empty: the host's zone",
+			ptr: func(c *Config) any { return &c.Timezone }},
+		key{path: "api.addr", kind: kindString, check: checkAddr,
+			doc: "host:port the HTTP API listens on",
+			ptr: func(c *Config) any { return &c.API.Addr }},
+		key{path: "api.token", kind: kindString, secret: true,
+			doc: "bearer token of the HTTP API (at least 16 characters); required off loopback",
+			ptr: func(c *Config) any { return &c.API.Token }},
+		key{path: "api.max_body_bytes", kind: kindInt, lo: 1 << 10, hi: 64 << 20,
+			doc: "largest request body the HTTP API accepts, in bytes (1 KiB–64 MiB)",
+			ptr: func(c *Config) any { return &c.API.MaxBodyBytes }},
+		key{path: "expiry.interval_seconds", kind: kindSeconds, lo: 1, hi: inf,
+			doc: "seconds between two passes of the background expiry watcher",
+			ptr: func(c *Config) any { return &c.Expiry.Interval }},
+		key{path: "recovery.recent_seconds", kind: kindSeconds, lo: 0, hi: inf,
+			doc: "after an unclean stop, sessions active this many seconds before it resume",
+			ptr: func(c *Config) any { return &c.Recovery.Recent }},
+		key{path: "multiplex_profiles", kind: kindBool,
+			doc: "put the active profile in session keys",
+			ptr: func(c *Config) any { return &c.MultiplexProfiles }},
+		key{path: "profile", kind: kindString,
+			doc: "active profile name, used when multiplex_profiles is on",
+			ptr: func(c *Config) any { return &c.Profile }},
+	)
+}
+
+func keyByPath(path string) (key, bool) {
+	for _, k := range keys {
+		if k.path == path {
+			return k, true
+		}
+	}
+	return key{}, false
+}
+
+// envNames are the environment variables of k, in falling precedence:
+// HERMES_ + the path upper-cased with dots as underscores, then aliases.
+func (k key) envNames() []string {
+	name := "HERMES_" + strings.ToUpper(strings.ReplaceAll(k.path, ".", "_"))
+	return append([]string{name}, k.aliases...)
+}
+
+// bounded gives kindBool, kindString and friends open bounds, so the zero
+// lo/hi of a literal without them means "unbounded" rather than [0, 0].
+func (k key) bounded() (lo, hi float64) {
+	if k.kind != kindInt && k.kind != kindSeconds {
+		return ninf, inf
+	}
+	return k.lo, k.hi
+}
+
+// fromString parses an environment or flag value. It returns the value
+// (bool, int64, time.Duration, string or []string) or a reason.
+func (k key) fromString(s string) (any, string) {
+	switch k.kind {
+	case kindBool:
+		b, ok := parseBool(s)
+		if !ok {
+			return nil, notBool(s)
+		}
+		return b, ""
+	case kindInt:
+		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil {
+			return nil, fmt.Sprintf("%q is not an integer", s)
+		}
+		return n, k.checkValue(n)
+	case kindSeconds:
+		d, reason := parseSeconds(s)
+		if reason != "" {
+			return nil, reason
+		}
+		return d, k.checkValue(d)
+	case kindList:
+		var out []string
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+		return out, ""
+	case kindMode:
+		m := normalizeMode(s)
+		return m, k.checkValue(m)
+	default:
+		return s, k.checkValue(s)
+	}
+}
+
+// checkValue applies k's range, enum or string rule to a parsed value.
+func (k key) checkValue(v any) string {
+	lo, hi := k.bounded()
+	switch v := v.(type) {
+	case int64:
+		return checkRange(strconv.FormatInt(v, 10), float64(v), lo, hi)
+	case time.Duration:
+		return checkRange(formatSeconds(v), v.Seconds(), lo, hi)
+	case string:
+		if k.kind == kindMode {
+			for _, m := range resetModes {
+				if v == m {
+					return ""
+				}
+			}
+			return fmt.Sprintf("%q is not one of %s", v, strings.Join(resetModes, ", "))
+		}
+		if k.check != nil {
+			return k.check(v)
+		}
+	}
+	return ""
+}
+
+func checkRange(text string, v, lo, hi float64) string {
+	switch {
+	case !math.IsInf(lo, 0) && !math.IsInf(hi, 0) && (v < lo || v > hi):
+		return fmt.Sprintf("%s is not between %s and %s", text, fmtBound(lo), fmtBound(hi))
+	case v < lo && lo == 0:
+		return fmt.Sprintf("%s is negative", text)
+	case v < lo:
+		return fmt.Sprintf("%s is less than %s", text, fmtBound(lo))
+	case v > hi:
+		return fmt.Sprintf("%s is greater than %s", text, fmtBound(hi))
+	}
+	return ""
+}
+
+func fmtBound(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// parseBool reads the booleans of YAML 1.1 as Python users write them, in
+// any case, plus 1 and 0.
+func parseBool(s string) (value, ok bool) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "true", "yes", "y", "on", "1":
+		return true, true
+	case "false", "no", "n", "off", "0":
+		return false, true
+	}
+	return false, false
+}
+
+func notBool(s string) string {
+	return fmt.Sprintf("%q is not a boolean (true/false, yes/no, on/off, y/n, 1/0)", s)
+}
+
+// normalizeMode lower-cases a reset mode and maps YAML 1.1's false words to
+// "none": PyYAML reads `mode: off` as False, which matches no rule in
+// Hermes, i.e. behaves as none.
+func normalizeMode(s string) string {
+	m := strings.ToLower(strings.TrimSpace(s))
+	switch m {
+	case "off", "false", "no", "n":
+		return "none"
+	}
+	return m
+}
+
+// maxSeconds keeps a seconds value well inside time.Duration.
+const maxSeconds = 1e9
+
+func parseSeconds(s string) (time.Duration, string) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil {
+		return 0, fmt.Sprintf("%q is not a number of seconds", s)
+	}
+	return secondsValue(s, f)
+}
+
+func secondsValue(text string, f float64) (time.Duration, string) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Sprintf("%s is not a finite number of seconds", text)
+	}
+	if math.Abs(f) > maxSeconds {
+		return 0, fmt.Sprintf("%s seconds is out of range (at most %g)", text, maxSeconds)
+	}
+	return time.Duration(math.Round(f * float64(time.Second))), ""
+}
+
+func formatSeconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
+}
+
+func checkTimezone(s string) string {
+	if s == "" {
+		return ""
+	}
+	if _, err := time.LoadLocation(s); err != nil {
+		return fmt.Sprintf("%q is not a known IANA time zone", s)
+	}
+	return ""
+}
+
+func checkAddr(s string) string {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Sprintf("%q is not host:port (%v)", s, addrErrReason(err))
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Sprintf("%q has no numeric port between 0 and 65535", s)
+	}
+	return ""
+}
+
+func addrErrReason(err error) string {
+	if ae, ok := err.(*net.AddrError); ok {
+		return ae.Err
+	}
+	return err.Error()
+}
+
+// isLoopbackHost reports whether host is localhost or in 127.0.0.0/8 or
+// ::1. An empty host binds every interface, so it is not loopback.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// store writes a parsed value (from fromString or fromNode) to the field ptr.
+func store(ptr, v any) {
+	switch p := ptr.(type) {
+	case *bool:
+		*p = v.(bool)
+	case *int:
+		*p = int(v.(int64))
+	case *int64:
+		*p = v.(int64)
+	case *time.Duration:
+		*p = v.(time.Duration)
+	case *string:
+		*p = v.(string)
+	case *[]string:
+		*p = v.([]string)
+	default:
+		panic(fmt.Sprintf("config: no store for %T", ptr))
+	}
+}
+
+// current reads a field through ptr in the parsed form store takes.
+func current(ptr any) any {
+	switch p := ptr.(type) {
+	case *bool:
+		return *p
+	case *int:
+		return int64(*p)
+	case *int64:
+		return *p
+	case *time.Duration:
+		return *p
+	case *string:
+		return *p
+	case *[]string:
+		return *p
+	}
+	panic(fmt.Sprintf("config: no value for %T", ptr))
+}
+
+// KeyDoc documents one configuration key for `hermes config keys`.
+type KeyDoc struct {
+	// Key is the config.yaml path; <name> and <chat_type> stand for any
+	// platform or chat type.
+	Key string
+	// Type is bool, int, seconds, string, list or an enum as a|b|c.
+	Type string
+	// Default is the default as written in config.yaml ("" for none).
+	Default string
+	// Env are the environment variables that set the key, in falling
+	// precedence; none for the per-platform and per-type policies.
+	Env []string
+	// Description is one line.
+	Description string
+}
+
+// Describe lists every key hermes reads, in a stable order: the scalar keys
+// first, then the per-platform, per-type and gateway.session_reset blocks.
+func Describe() []KeyDoc {
+	def := Default()
+	var out []KeyDoc
+	for _, k := range keys {
+		out = append(out, KeyDoc{
+			Key:         k.path,
+			Type:        typeName(k.kind),
+			Default:     formatValue(current(k.ptr(&def))),
+			Env:         k.envNames(),
+			Description: k.doc,
+		})
+	}
+	dp := DefaultResetPolicy()
+	for _, block := range []struct{ prefix, what string }{
+		{"platforms.<name>.session_reset.", "one platform's policy (wins over reset_by_type)"},
+		{"reset_by_type.<chat_type>.", "one chat type's policy (wins over session_reset)"},
+	} {
+		for _, pk := range policyKeys {
+			out = append(out, KeyDoc{
+				Key:         block.prefix + pk.name,
+				Type:        typeName(pk.kind),
+				Default:     formatValue(current(pk.ptr(&dp))),
+				Description: block.what + ": " + pk.doc + "; unset: the default, not session_reset's",
+			})
+		}
+	}
+	return append(out, KeyDoc{
+		Key:         "gateway.session_reset",
+		Type:        "mapping",
+		Description: "read as session_reset when the top-level session_reset is missing or null",
+	})
+}
+
+func typeName(k kind) string {
+	switch k {
+	case kindBool:
+		return "bool"
+	case kindInt:
+		return "int"
+	case kindSeconds:
+		return "seconds"
+	case kindList:
+		return "list"
+	case kindMode:
+		return strings.Join(resetModes, "|")
+	}
+	return "string"
+}
+
+func formatValue(v any) string {
+	switch v := v.(type) {
+	case bool:
+		return strconv.FormatBool(v)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case time.Duration:
+		return formatSeconds(v)
+	case []string:
+		return "[" + strings.Join(v, ", ") + "]"
+	}
+	return fmt.Sprint(v)
+}

@@ -1,0 +1,134 @@
+package api
+
+import (
+	"time"
+
+	"hermes/domain"
+	"hermes/events"
+)
+
+// timeFormat is RFC 3339 in UTC with microseconds, always present.
+const timeFormat = "2006-01-02T15:04:05.000000Z07:00"
+
+// Timestamp renders a time as the API does (null for the zero time).
+type Timestamp time.Time
+
+// MarshalJSON implements json.Marshaler.
+func (t Timestamp) MarshalJSON() ([]byte, error) {
+	tt := time.Time(t)
+	if tt.IsZero() {
+		return []byte("null"), nil
+	}
+	return []byte(`"` + tt.UTC().Format(timeFormat) + `"`), nil
+}
+
+// Entry is the API's SessionEntry: Hermes' fields plus what hermes adds
+// (version, previous session, live processes, open turn, suspend reason).
+type Entry struct {
+	SessionKey         string        `json:"session_key"`
+	SessionID          string        `json:"session_id"`
+	CreatedAt          Timestamp     `json:"created_at"`
+	UpdatedAt          Timestamp     `json:"updated_at"`
+	Origin             events.Source `json:"origin"`
+	DisplayName        *string       `json:"display_name"`
+	Platform           string        `json:"platform"`
+	ChatType           string        `json:"chat_type"`
+	InputTokens        int64         `json:"input_tokens"`
+	OutputTokens       int64         `json:"output_tokens"`
+	CacheReadTokens    int64         `json:"cache_read_tokens"`
+	CacheWriteTokens   int64         `json:"cache_write_tokens"`
+	TotalTokens        int64         `json:"total_tokens"`
+	EstimatedCostUSD   float64       `json:"estimated_cost_usd"`
+	CostStatus         string        `json:"cost_status"`
+	LastPromptTokens   int64         `json:"last_prompt_tokens"`
+	WasAutoReset       bool          `json:"was_auto_reset"`
+	AutoResetReason    *string       `json:"auto_reset_reason"`
+	ResetHadActivity   bool          `json:"reset_had_activity"`
+	IsFreshReset       bool          `json:"is_fresh_reset"`
+	ExpiryFinalized    bool          `json:"expiry_finalized"`
+	Suspended          bool          `json:"suspended"`
+	ResumePending      bool          `json:"resume_pending"`
+	ResumeReason       *string       `json:"resume_reason"`
+	LastResumeMarkedAt Timestamp     `json:"last_resume_marked_at"`
+	Version            uint64        `json:"version"`
+
+	PreviousSessionID *string   `json:"previous_session_id"`
+	SuspendReason     *string   `json:"suspend_reason"`
+	ActiveProcesses   int       `json:"active_processes"`
+	OpenTurnID        *string   `json:"open_turn_id"`
+	TurnStartedAt     Timestamp `json:"turn_started_at"`
+	HadActivity       bool      `json:"had_activity"`
+}
+
+// NewEntry renders a lane at a stream version.
+func NewEntry(l domain.Lane, version uint64) Entry {
+	return Entry{
+		SessionKey:         l.SessionKey,
+		SessionID:          l.SessionID,
+		CreatedAt:          Timestamp(l.CreatedAt),
+		UpdatedAt:          Timestamp(l.UpdatedAt),
+		Origin:             events.Source(l.Origin),
+		DisplayName:        nullable(l.DisplayName),
+		Platform:           l.Platform,
+		ChatType:           l.ChatType,
+		InputTokens:        l.InputTokens,
+		OutputTokens:       l.OutputTokens,
+		CacheReadTokens:    l.CacheReadTokens,
+		CacheWriteTokens:   l.CacheWriteTokens,
+		TotalTokens:        l.TotalTokens,
+		EstimatedCostUSD:   l.EstimatedCostUSD,
+		CostStatus:         l.CostStatus,
+		LastPromptTokens:   l.LastPromptTokens,
+		WasAutoReset:       l.WasAutoReset,
+		AutoResetReason:    nullable(l.AutoResetReason),
+		ResetHadActivity:   l.ResetHadActivity,
+		IsFreshReset:       l.IsFreshReset,
+		ExpiryFinalized:    l.ExpiryFinalized,
+		Suspended:          l.Suspended,
+		ResumePending:      l.ResumePending,
+		ResumeReason:       nullable(l.ResumeReason),
+		LastResumeMarkedAt: Timestamp(l.LastResumeMarkedAt),
+		Version:            version,
+		PreviousSessionID:  nullable(l.PreviousSessionID),
+		SuspendReason:      nullable(l.SuspendReason),
+		ActiveProcesses:    l.ActiveProcesses,
+		OpenTurnID:         nullable(l.OpenTurnID),
+		TurnStartedAt:      Timestamp(l.TurnStartedAt),
+		HadActivity:        l.HadActivity,
+	}
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// Envelope is the API's event envelope.
+type Envelope struct {
+	Stream        string          `json:"stream"`
+	Version       uint64          `json:"version"`
+	Position      uint64          `json:"position"`
+	ID            string          `json:"id"`
+	Type          string          `json:"type"`
+	SchemaVersion int             `json:"schema_version"`
+	Time          Timestamp       `json:"time"`
+	Data          events.Event    `json:"data"`
+	Metadata      events.Metadata `json:"metadata"`
+}
+
+// NewEnvelope renders a stored event.
+func NewEnvelope(env events.Envelope) Envelope {
+	return Envelope{
+		Stream:        env.Stream,
+		Version:       env.Version,
+		Position:      env.Position,
+		ID:            env.ID,
+		Type:          env.Type,
+		SchemaVersion: events.SchemaVersionOf(env.Type),
+		Time:          Timestamp(env.RecordedAt),
+		Data:          env.Event,
+		Metadata:      env.Metadata,
+	}
+}

@@ -1,0 +1,97 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"hermes/commands"
+	"hermes/domain"
+	"hermes/events"
+	"hermes/projections/sessions"
+	"hermes/projections/transcripts"
+)
+
+// Error codes of the API contract.
+const (
+	CodeInvalidArgument = "invalid_argument"
+	CodeUnauthorized    = "unauthorized"
+	CodeNotFound        = "not_found"
+	CodeConflict        = "conflict"
+	CodePayloadTooLarge = "payload_too_large"
+	CodeUnavailable     = "unavailable"
+	CodeInternal        = "internal"
+)
+
+// Errors raised by the HTTP layer itself.
+var (
+	errBadRequest   = errors.New("bad request")
+	errUnauthorized = errors.New("missing or wrong bearer token")
+	errTooLarge     = errors.New("request body too large")
+	errDraining     = errors.New("hermes is draining: no new turns are accepted")
+	errNotFound     = errors.New("not found")
+	errConflict     = errors.New("conflict")
+	errUnavailable  = errors.New("unavailable")
+)
+
+// ErrorBody is the shape of every error answer.
+type ErrorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// statusOf maps an error to its status and code: the one place where that
+// happens.
+func statusOf(err error) (int, string) {
+	switch {
+	case errors.Is(err, errUnauthorized):
+		return http.StatusUnauthorized, CodeUnauthorized
+	case errors.Is(err, errTooLarge):
+		return http.StatusRequestEntityTooLarge, CodePayloadTooLarge
+	case errors.Is(err, errBadRequest), errors.Is(err, domain.ErrInvalidArgument),
+		errors.Is(err, domain.ErrInvalidSessionID), errors.Is(err, domain.ErrInvalidPolicy),
+		errors.Is(err, events.ErrInvalidAppend), errors.Is(err, transcripts.ErrTitleTooLong):
+		return http.StatusBadRequest, CodeInvalidArgument
+	case errors.Is(err, errNotFound), errors.Is(err, domain.ErrLaneNotFound),
+		errors.Is(err, sessions.ErrNotFound), errors.Is(err, events.ErrStreamNotFound),
+		errors.Is(err, commands.ErrSessionNotFound), errors.Is(err, transcripts.ErrNotFound):
+		return http.StatusNotFound, CodeNotFound
+	case errors.Is(err, errConflict), errors.Is(err, commands.ErrConflict),
+		errors.Is(err, domain.ErrSuspended), errors.Is(err, events.ErrWrongExpectedVersion),
+		errors.Is(err, commands.ErrTitleInUse):
+		return http.StatusConflict, CodeConflict
+	case errors.Is(err, errDraining), errors.Is(err, errUnavailable),
+		errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, CodeUnavailable
+	default:
+		return http.StatusInternalServerError, CodeInternal
+	}
+}
+
+// writeError answers with the error shape; unexpected errors are logged in
+// full and the client sees only that something went wrong.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, code := statusOf(err)
+	msg := err.Error()
+	if status == http.StatusInternalServerError {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		msg = "internal error"
+	}
+	var body ErrorBody
+	body.Error.Code, body.Error.Message = code, msg
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		slog.Debug("write response", "err", err)
+	}
+}

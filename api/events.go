@@ -1,0 +1,242 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"hermes/domain"
+	"hermes/events"
+)
+
+const (
+	defaultEventLimit = 100
+	maxEventLimit     = 1000
+	sseHeartbeat      = 15 * time.Second
+)
+
+func (s *Server) eventRoutes(r chi.Router) {
+	r.Get("/sessions/{key}/events", s.laneEvents)
+	r.Get("/sessions/{key}/state", s.laneState)
+	r.Get("/events", s.allEvents)
+}
+
+func queryUint(r *http.Request, name string, def uint64) (uint64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s must be a non-negative integer", errBadRequest, name)
+	}
+	return n, nil
+}
+
+func queryLimit(r *http.Request) (int, error) {
+	n, err := queryUint(r, "limit", defaultEventLimit)
+	if err != nil {
+		return 0, err
+	}
+	if n < 1 || n > maxEventLimit {
+		return 0, fmt.Errorf("%w: limit must be between 1 and %d", errBadRequest, maxEventLimit)
+	}
+	return int(n), nil
+}
+
+type eventsResponse struct {
+	Events []Envelope `json:"events"`
+}
+
+func (s *Server) laneEvents(w http.ResponseWriter, r *http.Request) {
+	key, err := pathKey(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	from, err := queryUint(r, "from_version", 1)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	limit, err := queryLimit(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	envs, err := s.Store.ReadStream(r.Context(), events.LaneStream(key), max(from, 1), limit, events.Forwards)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := eventsResponse{Events: make([]Envelope, 0, len(envs))}
+	for _, env := range envs {
+		out.Events = append(out.Events, NewEnvelope(env))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// laneState is time travel: the entry as it was right after version
+// at_version, or at instant at_time.
+func (s *Server) laneState(w http.ResponseWriter, r *http.Request) {
+	key, err := pathKey(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	if q.Has("at_version") == q.Has("at_time") {
+		s.writeError(w, r, fmt.Errorf("%w: give exactly one of at_version and at_time", errBadRequest))
+		return
+	}
+	history, err := s.readLane(r, key)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var lane domain.Lane
+	var version uint64
+	if q.Has("at_version") {
+		v, err := queryUint(r, "at_version", 0)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if v == 0 || v > uint64(len(history)) {
+			s.writeError(w, r, fmt.Errorf("%w: lane %s has versions 1 to %d", errNotFound, key, len(history)))
+			return
+		}
+		lane, version = domain.StateAtVersion(history, v), v
+	} else {
+		t, err := time.Parse(time.RFC3339Nano, q.Get("at_time"))
+		if err != nil {
+			s.writeError(w, r, fmt.Errorf("%w: at_time must be an RFC 3339 time", errBadRequest))
+			return
+		}
+		lane, version = domain.StateAtTime(history, t)
+		if version == 0 {
+			s.writeError(w, r, fmt.Errorf("%w: lane %s did not exist at %s", errNotFound, key, t.UTC().Format(time.RFC3339Nano)))
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, NewEntry(lane, version))
+}
+
+// maxLaneHistory bounds what time travel reads.
+const maxLaneHistory = 1_000_000
+
+func (s *Server) readLane(r *http.Request, key string) ([]events.Envelope, error) {
+	var all []events.Envelope
+	from := uint64(1)
+	for {
+		page, err := s.Store.ReadStream(r.Context(), events.LaneStream(key), from, 4096, events.Forwards)
+		if errors.Is(err, events.ErrStreamNotFound) && len(all) == 0 {
+			return nil, fmt.Errorf("%w: lane %s", errNotFound, key)
+		}
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if len(page) < 4096 || len(all) >= maxLaneHistory {
+			return all, nil
+		}
+		from = page[len(page)-1].Version + 1
+	}
+}
+
+func (s *Server) allEvents(w http.ResponseWriter, r *http.Request) {
+	from, err := queryUint(r, "from_position", 0)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if r.URL.Query().Get("follow") == "1" {
+		s.followEvents(w, r, from)
+		return
+	}
+	limit, err := queryLimit(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	// from_position is inclusive: the first event returned has it.
+	after := uint64(0)
+	if from > 0 {
+		after = from - 1
+	}
+	envs, err := s.Store.ReadAll(r.Context(), after, limit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := eventsResponse{Events: make([]Envelope, 0, len(envs))}
+	for _, env := range envs {
+		out.Events = append(out.Events, NewEnvelope(env))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// followEvents streams the log as Server-Sent Events from from_position
+// (inclusive) on. A slow client only falls behind: the subscription reads
+// the store at the client's pace and never holds up appends.
+func (s *Server) followEvents(w http.ResponseWriter, r *http.Request, from uint64) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		s.writeError(w, r, errors.New("streaming unsupported"))
+		return
+	}
+	after := uint64(0)
+	if from > 0 {
+		after = from - 1
+	}
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		if n, err := strconv.ParseUint(id, 10, 64); err == nil {
+			after = n
+		}
+	}
+	sub, err := s.Store.Subscribe(r.Context(), after)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer sub.Close()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, ": hermes event stream\n\n")
+	flusher.Flush()
+	heartbeat := time.NewTicker(sseHeartbeat)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-heartbeat.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			flusher.Flush()
+		case env, ok := <-sub.Events():
+			if !ok {
+				return
+			}
+			data, err := json.Marshal(NewEnvelope(env))
+			if err != nil {
+				s.log.Error("encode event", "position", env.Position, "err", err)
+				return
+			}
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", env.Position, env.Type, data); err != nil {
+				return
+			}
+			if len(sub.Events()) == 0 {
+				flusher.Flush()
+			}
+		}
+	}
+}

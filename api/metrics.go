@@ -1,0 +1,140 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"hermes/events"
+	"hermes/projections"
+	"hermes/projections/sessions"
+)
+
+// Metrics are hermes' Prometheus metrics, on a registry of their own so
+// servers in one test process do not collide.
+type Metrics struct {
+	registry      *prometheus.Registry
+	appends       *prometheus.CounterVec
+	appendedEvts  prometheus.Counter
+	appendLatency prometheus.Histogram
+	requests      *prometheus.CounterVec
+	reqLatency    *prometheus.HistogramVec
+}
+
+// NewMetrics registers the metrics.
+func NewMetrics() *Metrics {
+	m := &Metrics{registry: prometheus.NewRegistry()}
+	m.appends = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hermes_appends_total", Help: "Appends to the event store, by outcome.",
+	}, []string{"outcome"})
+	m.appendedEvts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hermes_appended_events_total", Help: "Events durably appended.",
+	})
+	m.appendLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "hermes_append_duration_seconds", Help: "Time from append call to durable acknowledgement.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+	})
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hermes_http_requests_total", Help: "HTTP requests, by route, method and status.",
+	}, []string{"route", "method", "code"})
+	m.reqLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "hermes_http_request_duration_seconds", Help: "HTTP request latency, by route.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+	}, []string{"route"})
+	m.registry.MustRegister(m.appends, m.appendedEvts, m.appendLatency, m.requests, m.reqLatency,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Observe adds the gauges read at scrape time: projection lag and lanes.
+func (m *Metrics) Observe(runner *projections.Runner, lanes *sessions.Projection) {
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "hermes_projection_lag_events", Help: "Events appended but not yet applied by the slowest projection.",
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		lag, err := runner.Lag(ctx)
+		if err != nil {
+			return -1
+		}
+		return float64(lag)
+	}))
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "hermes_lanes", Help: "Live session lanes in the read model.",
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		n, err := lanes.Count(ctx)
+		if err != nil {
+			return -1
+		}
+		return float64(n)
+	}))
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+func (m *Metrics) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		route := "unmatched"
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		}
+		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
+		m.reqLatency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// InstrumentStore counts and times the appends of store.
+func (m *Metrics) InstrumentStore(store events.Store) events.Store {
+	return &instrumentedStore{Store: store, m: m}
+}
+
+type instrumentedStore struct {
+	events.Store
+	m *Metrics
+}
+
+func (s *instrumentedStore) Append(ctx context.Context, stream string, expected events.ExpectedVersion, proposed []events.Proposed) (events.AppendResult, error) {
+	start := time.Now()
+	res, err := s.Store.Append(ctx, stream, expected, proposed)
+	s.m.appendLatency.Observe(time.Since(start).Seconds())
+	switch {
+	case err != nil:
+		s.m.appends.WithLabelValues("error").Inc()
+	case res.Duplicate:
+		s.m.appends.WithLabelValues("duplicate").Inc()
+	default:
+		s.m.appends.WithLabelValues("ok").Inc()
+		s.m.appendedEvts.Add(float64(len(proposed)))
+	}
+	return res, err
+}

@@ -1,0 +1,31 @@
+package api
+
+import (
+	"net/http"
+)
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz is ready once recovery ran and the projections caught up.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if !s.ready.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting"})
+		return
+	}
+	if s.Draining() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) restart(w http.ResponseWriter, r *http.Request) {
+	if s.Restart == nil {
+		s.writeError(w, r, errUnavailable)
+		return
+	}
+	s.Restart()
+	writeJSON(w, http.StatusAccepted, map[string]string{"status": "restarting"})
+}

@@ -1,0 +1,251 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"hermes/commands"
+	"hermes/events"
+	"hermes/projections"
+	"hermes/projections/sessions"
+)
+
+// DefaultMaxBodyBytes bounds request bodies unless configured otherwise.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Deps are what the server is given by cmd.
+type Deps struct {
+	Commands *commands.Handler
+	Store    events.Store
+	Runner   *projections.Runner
+	Lanes    *sessions.Projection
+	// Transcripts serves the transcript and search endpoints; nil disables
+	// them (404).
+	Transcripts TranscriptService
+	// Clock, when not nil, is the manual test clock exposed at /v1/clock.
+	Clock *ManualClock
+	// Token, when not empty, is required as a bearer token on /v1.
+	Token        string
+	MaxBodyBytes int64
+	Log          *slog.Logger
+	Metrics      *Metrics
+	// ResumeFreshness is the window of /v1/recovery/resumable.
+	ResumeFreshness time.Duration
+	// Restart asks the process for a graceful restart (nil: 503).
+	Restart func()
+}
+
+// Server is the HTTP API.
+type Server struct {
+	Deps
+	log *slog.Logger
+
+	ready              atomic.Bool
+	draining           atomic.Bool
+	transcriptCommands *commands.TranscriptCommands
+	// written is the highest position appended through this server: queries
+	// wait until the projections have applied it (read your writes).
+	written atomic.Uint64
+}
+
+// New returns a server over deps.
+func New(deps Deps) *Server {
+	if deps.MaxBodyBytes <= 0 {
+		deps.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if deps.Log == nil {
+		deps.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Server{Deps: deps, log: deps.Log}
+}
+
+// SetReady marks recovery and catch-up done (/readyz).
+func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// SetDraining stops (or resumes) accepting new turns.
+func (s *Server) SetDraining(draining bool) { s.draining.Store(draining) }
+
+// Draining reports whether new turns are refused.
+func (s *Server) Draining() bool { return s.draining.Load() }
+
+// Handler returns the router.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(s.recoverer)
+	if s.Metrics != nil {
+		r.Use(s.Metrics.middleware)
+	}
+	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
+	if s.Metrics != nil {
+		r.Handle("/metrics", s.Metrics.Handler())
+	}
+	r.Get("/openapi.json", serveOpenAPI)
+	r.Route("/v1", func(r chi.Router) {
+		r.Use(s.auth)
+		r.Use(s.limitBody)
+		s.laneRoutes(r)
+		s.eventRoutes(r)
+		s.transcriptRoutes(r)
+		if s.Clock != nil {
+			r.Post("/clock", s.setClock)
+		}
+		r.Post("/admin/restart", s.restart)
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, fmt.Errorf("%w: no route %s %s", errNotFound, r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		var body ErrorBody
+		body.Error.Code, body.Error.Message = CodeInvalidArgument, "method not allowed"
+		writeJSON(w, http.StatusMethodNotAllowed, body)
+	})
+	return r
+}
+
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.writeError(w, r, fmt.Errorf("panic: %v", v))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// auth requires the configured bearer token, compared in constant time.
+func (s *Server) auth(next http.Handler) http.Handler {
+	if s.Token == "" {
+		return next
+	}
+	want := []byte("Bearer " + s.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="hermes"`)
+			s.writeError(w, r, errUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.MaxBodyBytes {
+			s.writeError(w, r, fmt.Errorf("%w: %d bytes, the limit is %d", errTooLarge, r.ContentLength, s.MaxBodyBytes))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// decode reads a JSON body strictly: unknown fields, trailing data and
+// wrong types are refused. An empty body decodes as {} when allowEmpty.
+func decode(r *http.Request, v any, allowEmpty bool) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return fmt.Errorf("%w: the limit is %d bytes", errTooLarge, tooBig.Limit)
+		}
+		return fmt.Errorf("%w: read body: %v", errBadRequest, err)
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		if allowEmpty {
+			return nil
+		}
+		return fmt.Errorf("%w: a JSON body is required", errBadRequest)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %s", errBadRequest, describeJSONError(err))
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data after the JSON body", errBadRequest)
+	}
+	return nil
+}
+
+func describeJSONError(err error) string {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		return fmt.Sprintf("field %q must be %s, not %s", typeErr.Field, typeErr.Type, typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return fmt.Sprintf("malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "malformed JSON: unexpected end of body"
+	default:
+		return err.Error()
+	}
+}
+
+// pathKey returns the percent-decoded session key of the route.
+func pathKey(r *http.Request) (string, error) {
+	return pathParam(r, "key")
+}
+
+func pathParam(r *http.Request, name string) (string, error) {
+	raw := chi.URLParam(r, name)
+	v, err := url.PathUnescape(raw)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s %q is not validly percent-encoded", errBadRequest, name, raw)
+	}
+	if v == "" {
+		return "", fmt.Errorf("%w: empty %s", errBadRequest, name)
+	}
+	if len(v) > 1024 {
+		return "", fmt.Errorf("%w: %s longer than 1024 bytes", errBadRequest, name)
+	}
+	return v, nil
+}
+
+// wrote records a position this server appended.
+func (s *Server) wrote(pos uint64) {
+	for {
+		cur := s.written.Load()
+		if pos <= cur || s.written.CompareAndSwap(cur, pos) {
+			return
+		}
+	}
+}
+
+// fresh waits until the projections reflect every write this server made.
+func (s *Server) fresh(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.Runner.WaitFor(ctx, s.written.Load()); err != nil {
+		return fmt.Errorf("%w: read model: %v", errUnavailable, err)
+	}
+	return nil
+}
+
+// commandID is the client's Idempotency-Key, so a retried request is
+// applied once.
+func commandID(r *http.Request) string {
+	id := r.Header.Get("Idempotency-Key")
+	if len(id) > 200 {
+		return ""
+	}
+	return id
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"hermes/adapters/config"
+	"hermes/commands"
+	"hermes/domain"
+)
+
+// writeSideConfig is the part of c the write side needs: the reset policies
+// (default, per platform, per chat type), the key options, the time zone
+// and the resume freshness. c is expected to have passed Validate.
+// WhatsApp aliases are left empty: commands fills them from its
+// AliasSource.
+func writeSideConfig(c config.Config) commands.Config {
+	out := commands.DefaultConfig()
+	out.Keys.GroupSessionsPerUser = c.GroupSessionsPerUser
+	out.Keys.ThreadSessionsPerUser = c.ThreadSessionsPerUser
+	out.Keys.MultiplexProfiles = c.MultiplexProfiles
+	out.Keys.Profile = c.Profile
+	out.Policies = domain.ResetPolicies{
+		Default:    domainPolicy(c.SessionReset),
+		ByPlatform: domainPolicies(c.Platforms),
+		ByType:     domainPolicies(c.ResetByType),
+	}
+	out.Location = c.Location()
+	out.ResumeFreshness = c.Agent.GatewayAutoContinueFreshness
+	return out
+}
+
+func domainPolicy(p config.ResetPolicy) domain.ResetPolicy {
+	return domain.ResetPolicy{
+		Mode:                   domain.ResetMode(p.Mode),
+		AtHour:                 p.AtHour,
+		IdleMinutes:            p.IdleMinutes,
+		Notify:                 p.Notify,
+		NotifyExcludePlatforms: append([]string(nil), p.NotifyExcludePlatforms...),
+	}
+}
+
+func domainPolicies(ps map[string]config.ResetPolicy) map[string]domain.ResetPolicy {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make(map[string]domain.ResetPolicy, len(ps))
+	for name, p := range ps {
+		out[name] = domainPolicy(p)
+	}
+	return out
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"hermes/adapters/config"
+	"hermes/commands"
+	"hermes/events"
+	"hermes/projections/sessions"
+)
+
+// daemonSettings are what `hermes serve` was started with.
+type daemonSettings struct {
+	cfg         config.Config
+	home        homeLayout
+	manualClock bool
+	logLevel    string
+}
+
+// recover runs startup recovery before /readyz turns ready and before any
+// turn is accepted: after an unclean stop, lanes whose turn was open are
+// closed and marked resume-pending (restart_interrupted) and counted toward
+// the stuck-loop limit; lanes active in the last recovery.recent_seconds
+// are marked too; lanes that reached the limit are suspended. Then the
+// start is recorded.
+func (rt *runtime) recover(ctx context.Context) error {
+	prev, err := rt.handler.PreviousRun(ctx)
+	if err != nil {
+		return err
+	}
+	clean := !prev.Started || prev.Stopped && prev.Clean
+	if rt.consumeCleanShutdownMarker() {
+		if _, err := rt.handler.RecordGateway(ctx, events.MarkerHonoured{At: rt.now()}, ""); err != nil {
+			return err
+		}
+		clean = true
+	}
+	if !clean {
+		if err := rt.recoverInterruptedRun(ctx, prev); err != nil {
+			return fmt.Errorf("recovery: %w", err)
+		}
+	}
+	if err := rt.suspendStuckLoops(ctx); err != nil {
+		return fmt.Errorf("recovery: %w", err)
+	}
+	pos, err := rt.handler.RecordGateway(ctx, events.GatewayStarted{
+		PID: os.Getpid(), ProcessStartedAt: processStart.UTC(), PreviousRunClean: clean, At: rt.now(),
+	}, "")
+	if err != nil {
+		return err
+	}
+	return rt.runner.WaitFor(ctx, pos)
+}
+
+// consumeCleanShutdownMarker honours and removes Hermes' .clean_shutdown.
+func (rt *runtime) consumeCleanShutdownMarker() bool {
+	path := rt.home.cleanShutdown()
+	if _, err := os.Stat(path); err != nil {
+		return false
+	}
+	if err := os.Remove(path); err != nil {
+		rt.log.Warn("could not consume .clean_shutdown; treating the previous run as unclean", "err", err)
+		return false
+	}
+	rt.log.Info("previous run exited cleanly (.clean_shutdown) — skipping session recovery")
+	return true
+}
+
+// recoverInterruptedRun handles a previous run that did not stop cleanly.
+func (rt *runtime) recoverInterruptedRun(ctx context.Context, prev commands.GatewayRun) error {
+	if err := rt.caughtUp(ctx); err != nil {
+		return err
+	}
+	open, err := rt.openLanes(ctx)
+	if err != nil {
+		return err
+	}
+	if !prev.Stopped {
+		// A crash: the turns open in the log were open when it died, and
+		// each counts one interrupted restart for its lane.
+		if _, err := rt.handler.RecordGateway(ctx, events.RunInterrupted{OpenLanes: open, At: rt.now()}, ""); err != nil {
+			return err
+		}
+	}
+	for _, key := range open {
+		if _, err := rt.handler.InterruptTurn(ctx, key, events.ResumeRestartInterrupted, ""); err != nil {
+			return err
+		}
+	}
+	if err := rt.caughtUp(ctx); err != nil {
+		return err
+	}
+	recent, err := rt.handler.SuspendRecentlyActive(ctx, rt.cfg.Recovery.Recent, "")
+	if err != nil {
+		return err
+	}
+	rt.log.Warn("previous run did not stop cleanly: recovered", "open_turns", len(open), "recently_active_marked", len(recent))
+	return nil
+}
+
+// suspendStuckLoops suspends the lanes whose turn was open at the end of
+// too many consecutive runs, so the user gets a clean slate.
+func (rt *runtime) suspendStuckLoops(ctx context.Context) error {
+	if err := rt.caughtUp(ctx); err != nil {
+		return err
+	}
+	stuck, err := rt.lanes.StuckLanes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, key := range stuck {
+		row, err := rt.lanes.Lane(ctx, key)
+		if errors.Is(err, sessions.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if row.Lane.Suspended {
+			continue
+		}
+		if _, err := rt.handler.SuspendSession(ctx, key, events.SuspendStuckLoop, ""); err != nil {
+			return err
+		}
+		rt.log.Warn("auto-suspended a stuck session: its turn was interrupted by consecutive restarts",
+			"session_key", key, "threshold", sessions.StuckLoopThreshold)
+	}
+	return nil
+}
+
+// caughtUp waits until the read models have applied the whole log.
+func (rt *runtime) caughtUp(ctx context.Context) error {
+	head, err := rt.raw.Head(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return rt.runner.WaitFor(ctx, head)
+}
+
+func (rt *runtime) openLanes(ctx context.Context) ([]string, error) {
+	rows, err := rt.lanes.OpenTurns(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(rows))
+	for _, r := range rows {
+		keys = append(keys, r.Lane.SessionKey)
+	}
+	return keys, nil
+}
+
+// drainPoll is how often the drain looks for turns that completed.
+const drainPoll = 50 * time.Millisecond
+
+// drain stops accepting turns and waits up to agent.restart_drain_timeout
+// for the open ones to complete; those still open are interrupted and
+// marked resume-pending (shutdown_timeout or restart_timeout). It reports
+// whether the drain completed.
+func (rt *runtime) drain(ctx context.Context, restarting bool) bool {
+	ctx = context.WithoutCancel(ctx)
+	rt.server.SetDraining(true)
+	if err := rt.caughtUp(ctx); err != nil {
+		rt.log.Error("drain: read model", "err", err)
+	}
+	open, err := rt.openLanes(ctx)
+	if err != nil {
+		rt.log.Error("drain: open turns", "err", err)
+	}
+	if _, err := rt.handler.RecordGateway(ctx, events.DrainStarted{Restart: restarting, OpenLanes: nonNilKeys(open), At: rt.now()}, ""); err != nil {
+		rt.log.Error("drain: record start", "err", err)
+	}
+	deadline := time.Now().Add(rt.cfg.Agent.RestartDrainTimeout)
+	for len(open) > 0 && time.Now().Before(deadline) {
+		rt.log.Info("draining: waiting for turns to complete", "open", len(open), "left", time.Until(deadline).Round(time.Second))
+		time.Sleep(min(drainPoll, time.Until(deadline)))
+		if err := rt.caughtUp(ctx); err != nil {
+			rt.log.Error("drain: read model", "err", err)
+			break
+		}
+		if open, err = rt.openLanes(ctx); err != nil {
+			rt.log.Error("drain: open turns", "err", err)
+			break
+		}
+	}
+	reason := events.ResumeShutdownTimeout
+	if restarting {
+		reason = events.ResumeRestartTimeout
+	}
+	for _, key := range open {
+		if _, err := rt.handler.InterruptTurn(ctx, key, reason, ""); err != nil {
+			rt.log.Error("drain: interrupt turn", "session_key", key, "err", err)
+		}
+	}
+	if _, err := rt.handler.RecordGateway(ctx, events.DrainFinished{TimedOut: len(open) > 0, OpenLanes: nonNilKeys(open), At: rt.now()}, ""); err != nil {
+		rt.log.Error("drain: record finish", "err", err)
+	}
+	if len(open) > 0 {
+		rt.log.Warn("drain timed out: open turns marked to resume", "lanes", open, "reason", reason)
+	}
+	return len(open) == 0
+}
+
+// finish records the stop and, only after a completed drain, writes Hermes'
+// .clean_shutdown marker.
+func (rt *runtime) finish(ctx context.Context, clean, restarting bool) {
+	ctx = context.WithoutCancel(ctx)
+	pos, err := rt.handler.RecordGateway(ctx, events.GatewayStopped{Clean: clean, Restart: restarting, At: rt.now()}, "")
+	if err != nil {
+		rt.log.Error("record stop", "err", err)
+		return
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := rt.runner.WaitFor(waitCtx, pos); err != nil {
+		rt.log.Warn("read model did not catch up before exit", "err", err)
+	}
+	if clean {
+		f, err := os.OpenFile(rt.home.cleanShutdown(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		if err != nil {
+			rt.log.Error("write .clean_shutdown", "err", err)
+			return
+		}
+		f.Sync()
+		f.Close()
+	}
+}
+
+func nonNilKeys(keys []string) []string {
+	if keys == nil {
+		return []string{}
+	}
+	return keys
+}

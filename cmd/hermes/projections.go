@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"hermes/adapters/eventstore/sqlite"
+	"hermes/projections"
+	"hermes/projections/sessions"
+	"hermes/projections/transcripts"
+)
+
+func newProjectionsCommand(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "projections", Short: "Rebuild and verify the read models"}
+	rebuild := &cobra.Command{
+		Use:   "rebuild",
+		Short: "Rebuild every read model from the event log (stop hermes serve first)",
+		Long: `Rebuilds the lane read model and state.db from position 0 into a scratch
+directory, then swaps them into place. The event log is only read.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runRebuild(orBackground(cmd.Context()), g, cmd.ErrOrStderr())
+		},
+	}
+	verify := &cobra.Command{
+		Use:   "verify",
+		Short: "Rebuild into a temporary directory and compare with the live read models",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runVerify(orBackground(cmd.Context()), g, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	cmd.AddCommand(rebuild, verify)
+	return cmd
+}
+
+// openReadModels opens the projections with their files in the layout of
+// a home (live) or all in one directory (a rebuild).
+func openReadModels(lanesPath, statePath string, exports sessions.Exports) ([]projections.Projection, error) {
+	lanes, err := sessions.Open(lanesPath, exports)
+	if err != nil {
+		return nil, err
+	}
+	state, err := transcripts.Open(statePath)
+	if err != nil {
+		lanes.Close()
+		return nil, err
+	}
+	return []projections.Projection{lanes, state}, nil
+}
+
+func scratchOpener(dir string) ([]projections.Projection, error) {
+	return openReadModels(filepath.Join(dir, "lanes.db"), filepath.Join(dir, "state.db"), sessions.Exports{})
+}
+
+func progressReporter(w io.Writer, what string) func(done, total uint64) {
+	f, ok := w.(*os.File)
+	if !ok || !isTerminal(f) {
+		return nil
+	}
+	var bar *progressbar.ProgressBar
+	return func(done, total uint64) {
+		if bar == nil {
+			bar = progressbar.NewOptions64(int64(total), progressbar.OptionSetWriter(w),
+				progressbar.OptionSetDescription(what), progressbar.OptionShowCount(),
+				progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+		}
+		bar.Set64(int64(done))
+	}
+}
+
+func runRebuild(ctx context.Context, g *globalFlags, stderr io.Writer) error {
+	h, err := resolveHome(g)
+	if err != nil {
+		return err
+	}
+	if err := h.requireStore(); err != nil {
+		return err
+	}
+	lock, err := acquireGatewayLock(h)
+	if err != nil {
+		return fmt.Errorf("rebuild needs hermes serve stopped: %w", err)
+	}
+	defer lock.release()
+	store, err := sqlite.Open(h.eventsDB(), sqlite.WithReadOnly())
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	scratch, err := os.MkdirTemp(h.hermesDir(), "rebuild-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(scratch)
+	start := time.Now()
+	if err := projections.Rebuild(ctx, store, scratchOpener, filepath.Join(scratch, "models"), progressReporter(stderr, "rebuild")); err != nil {
+		return err
+	}
+	for _, m := range []struct{ from, to string }{
+		{filepath.Join(scratch, "models", "lanes.db"), h.lanesDB()},
+		{filepath.Join(scratch, "models", "state.db"), h.stateDB()},
+	} {
+		if err := replaceDB(m.from, m.to); err != nil {
+			return err
+		}
+	}
+	head, _ := store.Head(ctx)
+	fmt.Fprintf(stderr, "rebuilt the read models from %d events in %s\n", head, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// replaceDB moves a rebuilt SQLite file over the live one, removing the
+// live one's WAL and shared-memory files first (the server is stopped).
+func replaceDB(from, to string) error {
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if err := os.Remove(to + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("replace %s: %w", to, err)
+		}
+	}
+	if err := os.Rename(from, to); err != nil {
+		return fmt.Errorf("replace %s: %w", to, err)
+	}
+	return nil
+}
+
+func runVerify(ctx context.Context, g *globalFlags, stdout, stderr io.Writer) error {
+	h, err := resolveHome(g)
+	if err != nil {
+		return err
+	}
+	if err := h.requireStore(); err != nil {
+		return err
+	}
+	lock, err := acquireGatewayLock(h)
+	if err != nil {
+		return fmt.Errorf("verify needs hermes serve stopped (it compares at one position): %w", err)
+	}
+	defer lock.release()
+	store, err := sqlite.Open(h.eventsDB(), sqlite.WithReadOnly())
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	live, err := openReadModels(h.lanesDB(), h.stateDB(), sessions.Exports{})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, p := range live {
+			p.Close()
+		}
+	}()
+	scratch, err := os.MkdirTemp(h.hermesDir(), "verify-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(scratch)
+	diff, err := projections.Verify(ctx, store, scratchOpener, live, scratch, progressReporter(stderr, "verify"))
+	if err != nil {
+		return err
+	}
+	if diff != nil {
+		return fmt.Errorf("read model differs from a rebuild: %s", diff)
+	}
+	head, _ := store.Head(ctx)
+	fmt.Fprintf(stdout, "ok: the read models match a rebuild from %d events\n", head)
+	return nil
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"hermes/adapters/eventstore/sqlite"
+	"hermes/projections"
+	"hermes/projections/sessions"
+	"hermes/projections/transcripts"
+)
+
+type searchOptions struct {
+	sources []string
+	roles   []string
+	limit   int
+	asJSON  bool
+}
+
+func newSearchCommand(g *globalFlags) *cobra.Command {
+	var o searchOptions
+	cmd := &cobra.Command{
+		Use:   "search <query>",
+		Short: "Full-text search over every transcript (FTS5; CJK through trigrams)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.limit < 1 || o.limit > 500 {
+				return usageError(fmt.Errorf("--limit must be from 1 to 500"))
+			}
+			return runSearch(orBackground(cmd.Context()), g, strings.Join(args, " "), o, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringSliceVar(&o.sources, "source", nil, "only sessions from these sources (platforms)")
+	cmd.Flags().StringSliceVar(&o.roles, "role", nil, "only messages with these roles")
+	cmd.Flags().IntVar(&o.limit, "limit", 20, "how many results")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// freshStateDB brings the read models up to the log when no server is
+// running (a running server keeps them current itself).
+func freshStateDB(ctx context.Context, h homeLayout) error {
+	lock, err := acquireGatewayLock(h)
+	if err != nil {
+		return nil
+	}
+	defer lock.release()
+	store, err := sqlite.Open(h.eventsDB(), sqlite.WithReadOnly())
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ps, err := openReadModels(h.lanesDB(), h.stateDB(), sessions.Exports{})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, p := range ps {
+			p.Close()
+		}
+	}()
+	return projections.NewRunner(store, ps...).CatchUp(ctx, nil)
+}
+
+func runSearch(ctx context.Context, g *globalFlags, query string, o searchOptions, out io.Writer) error {
+	h, err := resolveHome(g)
+	if err != nil {
+		return err
+	}
+	if err := h.requireStore(); err != nil {
+		return err
+	}
+	if err := freshStateDB(ctx, h); err != nil {
+		return err
+	}
+	reader, err := transcripts.OpenReader(h.stateDB())
+	if err != nil {
+		return err
+	}
+	defer reader.Close()
+	results, err := reader.Search(ctx, transcripts.SearchQuery{Query: query, Sources: o.sources, Roles: o.roles, Limit: o.limit})
+	if err != nil {
+		return err
+	}
+	if o.asJSON {
+		if results == nil {
+			results = []transcripts.SearchResult{}
+		}
+		return json.NewEncoder(out).Encode(struct {
+			Results []transcripts.SearchResult `json:"results"`
+		}{results})
+	}
+	if len(results) == 0 {
+		fmt.Fprintln(out, "no matches")
+		return nil
+	}
+	for _, r := range results {
+		ts := time.Unix(0, int64(r.Timestamp*1e9)).UTC().Format(time.RFC3339)
+		fmt.Fprintf(out, "%s  %s  %s/%s  %s\n", ts, r.SessionID, r.Source, r.Role, strings.ReplaceAll(r.Snippet, "\n", " "))
+	}
+	return nil
+}
+
+// transcriptService opens the state.db reader the API queries.
+func (rt *runtime) transcriptService() *transcripts.Reader {
+	r, err := transcripts.OpenReader(rt.home.stateDB())
+	if err != nil {
+		rt.log.Error("open state.db reader: transcript endpoints disabled", "err", err)
+		return nil
+	}
+	rt.reader = r
+	return r
+}

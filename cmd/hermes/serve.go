@@ -1,0 +1,276 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"hermes/adapters/eventstore/sqlite"
+	"hermes/adapters/whatsapp"
+	"hermes/api"
+	"hermes/commands"
+	"hermes/events"
+	"hermes/projections"
+	"hermes/projections/sessions"
+	"hermes/projections/transcripts"
+)
+
+type serveOptions struct {
+	addr     string
+	clock    string
+	logLevel string
+}
+
+func newServeCommand(g *globalFlags) *cobra.Command {
+	var o serveOptions
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the HTTP API on the embedded event store",
+		Long: `Opens (or creates) the event log under the home directory, catches the read
+models up, runs crash recovery, and serves the HTTP API. SIGTERM or SIGINT
+stop gracefully; SIGUSR1 or POST /v1/admin/restart restart (exit code 75).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			flags := map[string]string{}
+			if cmd.Flags().Changed("addr") {
+				flags["api.addr"] = o.addr
+			}
+			cfg, h, err := loadConfig(g, flags)
+			if err != nil {
+				return err
+			}
+			if o.clock != "system" && o.clock != "manual" {
+				return usageError(fmt.Errorf("--clock %q is not system or manual", o.clock))
+			}
+			return serve(orBackground(cmd.Context()), daemonSettings{cfg: cfg, home: h, manualClock: o.clock == "manual", logLevel: o.logLevel}, cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().StringVar(&o.addr, "addr", "", "listen address host:port (default api.addr, 127.0.0.1:8642)")
+	cmd.Flags().StringVar(&o.clock, "clock", "system", "system, or manual: a test clock moved with POST /v1/clock (loopback only)")
+	cmd.Flags().StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
+
+// aliasDir reads the WhatsApp bridge's alias files on each lookup, so a
+// mapping written by the bridge is used at once.
+type aliasDir string
+
+func (d aliasDir) WhatsAppAliases() (map[string][]string, error) {
+	return whatsapp.LoadAliases(string(d))
+}
+
+// runtime is a running hermes serve.
+type runtime struct {
+	daemonSettings
+	log      *slog.Logger
+	now      func() time.Time
+	store    events.Store
+	raw      *sqlite.Store
+	lanes    *sessions.Projection
+	state    *transcripts.Projection
+	reader   *transcripts.Reader
+	runner   *projections.Runner
+	handler  *commands.Handler
+	server   *api.Server
+	listener net.Listener
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageError(fmt.Errorf("--log-level %q: %w", level, err))
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
+	log, err := newLogger(stderr, s.logLevel)
+	if err != nil {
+		return err
+	}
+	if s.manualClock && !loopbackAddr(s.cfg.API.Addr) {
+		return usageError(fmt.Errorf("--clock=manual is refused on the non-loopback address %s", s.cfg.API.Addr))
+	}
+	if err := s.home.ensure(); err != nil {
+		return err
+	}
+	lock, err := acquireGatewayLock(s.home)
+	if err != nil {
+		return &exitError{code: exitFailure, err: fmt.Errorf("cannot serve %s: %w", s.home.dir, err)}
+	}
+	defer lock.release()
+
+	rt := &runtime{daemonSettings: s, log: log, now: time.Now}
+	var clock *api.ManualClock
+	if s.manualClock {
+		clock = api.NewManualClock(time.Now())
+		rt.now = clock.Now
+		log.Warn("manual test clock: time moves only with POST /v1/clock")
+	}
+	if err := rt.open(ctx, stderr); err != nil {
+		return err
+	}
+	defer rt.close()
+
+	metrics := api.NewMetrics()
+	rt.store = metrics.InstrumentStore(rt.raw)
+	rt.handler = commands.NewHandler(rt.store, writeSideConfig(s.cfg),
+		commands.WithClock(rt.now),
+		commands.WithAliases(aliasDir(s.home.whatsappDir())),
+		commands.WithDirectory(rt.lanes))
+	metrics.Observe(rt.runner, rt.lanes)
+	restart := make(chan struct{}, 1)
+	rt.server = api.New(api.Deps{
+		Commands:        rt.handler,
+		Store:           rt.store,
+		Runner:          rt.runner,
+		Lanes:           rt.lanes,
+		Transcripts:     rt.transcriptService(),
+		Clock:           clock,
+		Token:           s.cfg.API.Token,
+		MaxBodyBytes:    s.cfg.API.MaxBodyBytes,
+		Log:             log,
+		Metrics:         metrics,
+		ResumeFreshness: s.cfg.Agent.GatewayAutoContinueFreshness,
+		Restart: func() {
+			select {
+			case restart <- struct{}{}:
+			default:
+			}
+		},
+	})
+	return rt.run(ctx, restart)
+}
+
+// open opens the store and the read models and catches them up.
+func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
+	var err error
+	rt.raw, err = sqlite.Open(rt.home.eventsDB(), sqlite.WithClock(rt.now))
+	if err != nil {
+		return err
+	}
+	exports := sessions.Exports{
+		RestartFailureCounts: rt.home.restartCounts(),
+		Location:             rt.cfg.Location(),
+		MinInterval:          time.Second,
+	}
+	if rt.cfg.Sessions.WriteSessionsJSON {
+		exports.SessionsJSON = rt.home.sessionsJSON()
+	}
+	if rt.lanes, err = sessions.Open(rt.home.lanesDB(), exports); err != nil {
+		return err
+	}
+	if rt.state, err = transcripts.Open(rt.home.stateDB()); err != nil {
+		return err
+	}
+	rt.runner = projections.NewRunner(rt.raw, rt.lanes, rt.state)
+	start := time.Now()
+	if err := rt.runner.CatchUp(ctx, progressReporter(stderr, "catching up")); err != nil {
+		return err
+	}
+	head, _ := rt.raw.Head(ctx)
+	rt.log.Info("read models caught up", "events", head, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (rt *runtime) close() {
+	if rt.reader != nil {
+		rt.reader.Close()
+	}
+	for _, c := range []io.Closer{rt.state, rt.lanes, rt.raw} {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+// run serves until a signal or a restart request, then stops gracefully.
+func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
+	ln, err := net.Listen("tcp", rt.cfg.API.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", rt.cfg.API.Addr, err)
+	}
+	rt.listener = ln
+	runCtx, stopRunner := context.WithCancel(ctx)
+	defer stopRunner()
+	runnerDone := make(chan error, 1)
+	go func() { runnerDone <- rt.runner.Run(runCtx) }()
+
+	srv := &http.Server{
+		Handler:           rt.server.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(rt.log.Handler(), slog.LevelWarn),
+	}
+	serveDone := make(chan error, 1)
+	go func() { serveDone <- srv.Serve(ln) }()
+
+	if err := rt.recover(ctx); err != nil {
+		srv.Close()
+		stopRunner()
+		<-runnerDone
+		return err
+	}
+	rt.server.SetReady(true)
+	rt.log.Info("hermes serving", "addr", ln.Addr().String(), "home", rt.home.dir, "pid", os.Getpid())
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+	defer signal.Stop(sigs)
+	restarting := false
+	select {
+	case sig := <-sigs:
+		restarting = sig == syscall.SIGUSR1
+		rt.log.Info("stopping", "signal", sig.String(), "restart", restarting)
+	case <-restart:
+		restarting = true
+		rt.log.Info("restart requested over HTTP")
+	case err := <-serveDone:
+		stopRunner()
+		<-runnerDone
+		return fmt.Errorf("http server: %w", err)
+	case err := <-runnerDone:
+		srv.Close()
+		return fmt.Errorf("projections stopped: %w", err)
+	case <-ctx.Done():
+	}
+
+	clean := rt.drain(ctx, restarting)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		srv.Close()
+	}
+	rt.finish(ctx, clean, restarting)
+	stopRunner()
+	<-runnerDone
+	if err := rt.lanes.Flush(context.Background()); err != nil {
+		rt.log.Warn("final sessions.json export", "err", err)
+	}
+	if restarting {
+		return &exitError{code: exitRestart, err: errors.New("restart requested")}
+	}
+	return nil
+}
+
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,70 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"hermes/domain"
+	"hermes/events"
+)
+
+// GatewayRun is what the last recorded run of the gateway looked like.
+type GatewayRun struct {
+	// Started: a previous run was recorded at all.
+	Started bool
+	// Stopped: that run recorded its stop; Clean: the drain completed.
+	Stopped bool
+	Clean   bool
+}
+
+// PreviousRun reads the gateway stream's last start and stop.
+func (h *Handler) PreviousRun(ctx context.Context) (GatewayRun, error) {
+	last, err := h.store.ReadStream(ctx, events.GatewayStream, 0, 16, events.Backwards)
+	if err != nil {
+		if isNotFound(err) {
+			return GatewayRun{}, nil
+		}
+		return GatewayRun{}, fmt.Errorf("read gateway stream: %w", err)
+	}
+	var run GatewayRun
+	for _, env := range last {
+		switch e := env.Event.(type) {
+		case events.GatewayStopped:
+			run.Started, run.Stopped, run.Clean = true, true, e.Clean
+			return run, nil
+		case events.GatewayStarted:
+			run.Started = true
+			return run, nil
+		}
+	}
+	run.Started = len(last) > 0
+	return run, nil
+}
+
+// RecordGateway appends a gateway lifecycle event (start, interrupted run,
+// drain, stop). Single instance per home is guaranteed by the gateway lock,
+// so the stream is appended at any version.
+func (h *Handler) RecordGateway(ctx context.Context, e events.Event, commandID string) (uint64, error) {
+	if commandID == "" {
+		commandID = fmt.Sprintf("gateway/%d/%d/%s", os.Getpid(), h.now().UnixNano(), e.EventType())
+	}
+	res, err := h.store.Append(ctx, events.GatewayStream, events.AnyVersion(), []events.Proposed{{
+		ID:       eventID(commandID, events.GatewayStream, 0),
+		Event:    e,
+		Metadata: events.Metadata{SchemaVersion: events.SchemaVersionOf(e.EventType()), Command: "record_gateway", CommandID: commandID},
+	}})
+	if err != nil {
+		return 0, fmt.Errorf("record %s: %w", e.EventType(), err)
+	}
+	return res.LastPosition(), nil
+}
+
+// InterruptTurn closes a lane's open turn that will never complete and
+// marks the lane resume-pending with reason (see domain.Lane.InterruptTurn).
+func (h *Handler) InterruptTurn(ctx context.Context, key, reason, commandID string) (LaneResult, error) {
+	return h.execute(ctx, key, "interrupt_turn", commandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+		return l.InterruptTurn(reason, now)
+	})
+}
