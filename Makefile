@@ -31,6 +31,17 @@ vet:
 check-deps:
 	$(GO) run ./cmd/importcheck
 
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+# build compiles the hermes binary into bin/.
+build:
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/hermes
+
+# serve builds and starts hermes serve on the embedded store (home:
+# $$HERMES_HOME or ~/.hermes; pass flags with ARGS="--addr 127.0.0.1:9000").
+serve: build
+	./$(BIN) serve $(ARGS)
+
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=5 $(PKGS) | tee bench.out
 
