@@ -99,6 +99,8 @@ func (s *Server) Handler() http.Handler {
 		s.laneRoutes(r)
 		s.eventRoutes(r)
 		s.transcriptRoutes(r)
+		s.queueRoutes(r)
+		s.contextRoutes(r)
 		if s.Clock != nil {
 			r.Post("/clock", s.setClock)
 		}
