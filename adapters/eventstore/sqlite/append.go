@@ -1,0 +1,95 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"hermes/events"
+)
+
+// Append writes proposed to the end of stream if its version satisfies
+// expected, and returns once the events are committed with
+// synchronous=FULL (on disk). Concurrent appends share one transaction and
+// one fsync. See [events.Store] for duplicates and errors; an event id
+// already stored in another stream is also ErrInvalidAppend, since ids are
+// unique across the whole store.
+func (s *Store) Append(ctx context.Context, stream string, expected events.ExpectedVersion, proposed []events.Proposed) (events.AppendResult, error) {
+	if s.w == nil {
+		return events.AppendResult{}, fmt.Errorf("append %s: %w", stream, ErrReadOnly)
+	}
+	r, err := newRequest(ctx, stream, expected, proposed)
+	if err != nil {
+		return events.AppendResult{}, err
+	}
+	return s.w.submit(ctx, r)
+}
+
+// newRequest validates and encodes an append on the caller's goroutine, so
+// that malformed appends never reach the writer and the writer does no JSON
+// work.
+func newRequest(ctx context.Context, stream string, expected events.ExpectedVersion, proposed []events.Proposed) (*request, error) {
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("append %s: %s: %w", stream, fmt.Sprintf(format, args...), events.ErrInvalidAppend)
+	}
+	if stream == "" {
+		return nil, fmt.Errorf("append: empty stream name: %w", events.ErrInvalidAppend)
+	}
+	if len(proposed) == 0 {
+		return nil, invalid("no events")
+	}
+	r := &request{
+		ctx:      ctx,
+		stream:   stream,
+		expected: expected,
+		rows:     make([]row, len(proposed)),
+		reply:    make(chan reply, 1),
+	}
+	var seen map[string]struct{}
+	if len(proposed) > 8 {
+		seen = make(map[string]struct{}, len(proposed))
+	}
+	for i, p := range proposed {
+		if p.ID == "" {
+			return nil, invalid("event %d has no id", i)
+		}
+		if seen != nil {
+			if _, dup := seen[p.ID]; dup {
+				return nil, invalid("event id %q repeated", p.ID)
+			}
+			seen[p.ID] = struct{}{}
+		} else {
+			for _, q := range proposed[:i] {
+				if q.ID == p.ID {
+					return nil, invalid("event id %q repeated", p.ID)
+				}
+			}
+		}
+		if p.Event == nil {
+			return nil, invalid("event %q is nil", p.ID)
+		}
+		typ := p.Event.EventType()
+		md := p.Metadata
+		switch want := events.SchemaVersionOf(typ); md.SchemaVersion {
+		case 0:
+			md.SchemaVersion = want
+		case want:
+		default:
+			return nil, invalid("event %q: metadata schema version %d, type %s is version %d", p.ID, md.SchemaVersion, typ, want)
+		}
+		data, err := events.Encode(p.Event)
+		if err != nil {
+			return nil, fmt.Errorf("append %s: %w", stream, err)
+		}
+		meta, err := json.Marshal(md)
+		if err != nil {
+			return nil, fmt.Errorf("append %s: encode metadata: %w", stream, err)
+		}
+		if n := len(data) + len(meta); n > MaxEventSize {
+			return nil, invalid("event %q is %d bytes, more than %d", p.ID, n, MaxEventSize)
+		}
+		r.rows[i] = row{id: p.ID, typ: typ, data: string(data), meta: string(meta)}
+		r.size += len(data) + len(meta) + len(p.ID) + len(typ)
+	}
+	return r, nil
+}

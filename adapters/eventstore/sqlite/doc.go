@@ -1,0 +1,27 @@
+// Package sqlite is the embedded event store of hermes: an implementation of
+// [events.Store] on one SQLite file, for a single machine.
+//
+// Every append goes through one writer goroutine that owns the only write
+// connection of the process. It gathers the appends waiting at that moment
+// into one BEGIN IMMEDIATE transaction (group commit), so durability
+// (synchronous=FULL) costs one fsync per batch rather than one per append.
+// Global positions are assigned by AUTOINCREMENT inside that transaction;
+// SQLite admits one writer at a time, so commit order is position order and
+// a catch-up reader that reads "position > checkpoint" can never skip an
+// event that commits later.
+//
+// Other processes may open the same file (a second server, the CLI that
+// tails the log with [WithReadOnly]). SQLite's file locks serialise their
+// writers (BEGIN IMMEDIATE, a busy timeout, bounded retries). The writer
+// caches the last version of streams so that expected-version checks need
+// no query; it drops the cache whenever PRAGMA data_version says another
+// connection committed, confirms from the file any mismatch before refusing
+// an append, and the UNIQUE (stream, version) constraint stops a fork even
+// if the cache were wrong. Subscriptions poll, so they also see appends made
+// elsewhere.
+//
+// This package must not assign positions outside the write transaction, must
+// not hold a read transaction open while waiting for a consumer (it would pin
+// the WAL), must not let a subscriber's pace reach the writer, and must not
+// import other adapters or anything above package events.
+package sqlite

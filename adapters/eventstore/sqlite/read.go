@@ -1,0 +1,192 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"hermes/events"
+)
+
+const columns = "position, stream, version, event_id, type, data, metadata, recorded_at"
+
+// readStatements are prepared once on the reader pool; database/sql
+// re-prepares them on each pooled connection as needed.
+type readStatements struct {
+	forwards      *sql.Stmt
+	backwards     *sql.Stmt
+	backwardsLast *sql.Stmt
+	exists        *sql.Stmt
+	all           *sql.Stmt
+	head          *sql.Stmt
+}
+
+func (r *readStatements) prepare(db *sql.DB) error {
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&r.forwards, "SELECT " + columns + " FROM events WHERE stream = ? AND version >= ? ORDER BY version LIMIT ?"},
+		{&r.backwards, "SELECT " + columns + " FROM events WHERE stream = ? AND version <= ? ORDER BY version DESC LIMIT ?"},
+		{&r.backwardsLast, "SELECT " + columns + " FROM events WHERE stream = ? ORDER BY version DESC LIMIT ?"},
+		{&r.exists, "SELECT EXISTS (SELECT 1 FROM events WHERE stream = ?)"},
+		{&r.all, "SELECT " + columns + " FROM events WHERE position > ? ORDER BY position LIMIT ?"},
+		{&r.head, "SELECT coalesce(max(position), 0) FROM events"},
+	} {
+		stmt, err := db.Prepare(p.sql)
+		if err != nil {
+			return errors.Join(fmt.Errorf("prepare %q: %w", p.sql, err), r.close())
+		}
+		*p.stmt = stmt
+	}
+	return nil
+}
+
+func (r *readStatements) close() error {
+	var errs []error
+	for _, s := range []*sql.Stmt{r.forwards, r.backwards, r.backwardsLast, r.exists, r.all, r.head} {
+		if s != nil {
+			errs = append(errs, s.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ReadStream returns up to count events of stream from version from
+// (inclusive) in the given direction; backwards from 0 starts at the last
+// event. A count of zero or less reads nothing. It fails with
+// events.ErrStreamNotFound when the stream has no events.
+func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, count int, dir events.Direction) ([]events.Envelope, error) {
+	if s.closed() {
+		return nil, fmt.Errorf("read stream %s: %w", stream, ErrClosed)
+	}
+	if count <= 0 {
+		return nil, nil
+	}
+	envs, err := s.readStream(ctx, stream, from, count, dir)
+	if err != nil || len(envs) > 0 {
+		return envs, err
+	}
+	var exists bool
+	if err := s.reads.exists.QueryRowContext(ctx, stream).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("read stream %s: %w", stream, err)
+	}
+	if !exists {
+		return nil, fmt.Errorf("read stream %s: %w", stream, events.ErrStreamNotFound)
+	}
+	// Either the range is past the end, or the stream was created between
+	// the two queries. Streams only grow, so one more read answers from a
+	// single snapshot in which the stream exists.
+	return s.readStream(ctx, stream, from, count, dir)
+}
+
+func (s *Store) readStream(ctx context.Context, stream string, from uint64, count int, dir events.Direction) ([]events.Envelope, error) {
+	var rows *sql.Rows
+	var err error
+	switch {
+	case dir == events.Backwards && from == 0:
+		rows, err = s.reads.backwardsLast.QueryContext(ctx, stream, count)
+	case dir == events.Backwards:
+		rows, err = s.reads.backwards.QueryContext(ctx, stream, int64(from), count)
+	default:
+		rows, err = s.reads.forwards.QueryContext(ctx, stream, int64(from), count)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read stream %s: %w", stream, err)
+	}
+	envs, err := scan(rows, count)
+	if err != nil {
+		return nil, fmt.Errorf("read stream %s: %w", stream, err)
+	}
+	return envs, nil
+}
+
+// ReadAll returns up to count events with a position greater than after, in
+// position order. A count of zero or less reads nothing.
+func (s *Store) ReadAll(ctx context.Context, after uint64, count int) ([]events.Envelope, error) {
+	if s.closed() {
+		return nil, fmt.Errorf("read all: %w", ErrClosed)
+	}
+	envs, err := s.readAll(ctx, after, count)
+	if err != nil {
+		return nil, fmt.Errorf("read all after %d: %w", after, err)
+	}
+	return envs, nil
+}
+
+func (s *Store) readAll(ctx context.Context, after uint64, count int) ([]events.Envelope, error) {
+	if count <= 0 {
+		return nil, nil
+	}
+	rows, err := s.reads.all.QueryContext(ctx, int64(after), count)
+	if err != nil {
+		return nil, err
+	}
+	return scan(rows, count)
+}
+
+// Head returns the position of the last committed event, 0 when the store
+// is empty.
+func (s *Store) Head(ctx context.Context) (uint64, error) {
+	if s.closed() {
+		return 0, fmt.Errorf("head: %w", ErrClosed)
+	}
+	var head int64
+	if err := s.reads.head.QueryRowContext(ctx).Scan(&head); err != nil {
+		return 0, fmt.Errorf("head: %w", err)
+	}
+	return uint64(head), nil
+}
+
+// scan reads and closes rows. It reads the whole result before decoding so
+// that the read transaction ends as early as possible.
+func scan(rows *sql.Rows, limit int) ([]events.Envelope, error) {
+	defer rows.Close()
+	type stored struct {
+		position, version, recordedAt int64
+		stream, id, typ               string
+		data, meta                    []byte
+	}
+	var raw []stored
+	if limit <= 64 {
+		raw = make([]stored, 0, limit)
+	}
+	for rows.Next() {
+		var st stored
+		if err := rows.Scan(&st.position, &st.stream, &st.version, &st.id, &st.typ, &st.data, &st.meta, &st.recordedAt); err != nil {
+			return nil, err
+		}
+		raw = append(raw, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	envs := make([]events.Envelope, len(raw))
+	for i, st := range raw {
+		e, err := events.Decode(st.typ, st.data)
+		if err != nil {
+			return nil, fmt.Errorf("position %d: %w", st.position, err)
+		}
+		var md events.Metadata
+		if err := json.Unmarshal(st.meta, &md); err != nil {
+			return nil, fmt.Errorf("position %d: decode metadata: %w", st.position, err)
+		}
+		envs[i] = events.Envelope{
+			Stream:     st.stream,
+			Version:    uint64(st.version),
+			Position:   uint64(st.position),
+			ID:         st.id,
+			Type:       st.typ,
+			RecordedAt: time.Unix(0, st.recordedAt).UTC(),
+			Metadata:   md,
+			Event:      e,
+		}
+	}
+	return envs, nil
+}

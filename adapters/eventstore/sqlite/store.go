@@ -1,0 +1,316 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"hermes/events"
+
+	sqlitedriver "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+var _ events.Store = (*Store)(nil)
+
+// Errors of this store, besides the port's.
+var (
+	// ErrNotEventStore: the file is not a hermes event store (another
+	// SQLite database, not SQLite at all, or, for a read-only open, a file
+	// no writer has initialised yet). Nothing in it was changed.
+	ErrNotEventStore = errors.New("not a hermes event store")
+	// ErrNewerSchema: the file was written by a newer hermes whose schema
+	// this build does not know; opening it could misread or damage it.
+	ErrNewerSchema = errors.New("event store schema is newer than this build")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("event store closed")
+	// ErrReadOnly: the store was opened with [WithReadOnly] and cannot append.
+	ErrReadOnly = errors.New("event store is read-only")
+)
+
+// MaxEventSize bounds the stored size of one event (its JSON data plus its
+// JSON metadata). A bigger event is refused with events.ErrInvalidAppend: it
+// would stall the group commit of every other writer and every reader.
+const MaxEventSize = 4 << 20
+
+const (
+	// applicationID is "hrms": the file header mark of a hermes event store.
+	applicationID = 0x68726d73
+	// schemaVersion is the PRAGMA user_version written with schema.sql.
+	schemaVersion = 1
+
+	defaultBusyTimeout  = 5 * time.Second
+	defaultPollInterval = 100 * time.Millisecond
+	maxReaders          = 8
+)
+
+//go:embed schema.sql
+var schemaSQL string
+
+type config struct {
+	readOnly     bool
+	clock        func() time.Time
+	pollInterval time.Duration
+	busyTimeout  time.Duration
+}
+
+// Option configures [Open].
+type Option func(*config)
+
+// WithReadOnly opens an existing store for reading only: no writer
+// connection, Append answers [ErrReadOnly]. It is meant for a process that
+// tails the log while a server appends to the same file; its subscriptions
+// see those appends by polling.
+func WithReadOnly() Option { return func(c *config) { c.readOnly = true } }
+
+// WithClock sets the clock that stamps RecordedAt (default time.Now). The
+// store reads it once per commit, on the writer goroutine.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+
+// WithPollInterval sets how often a caught-up subscription looks for events
+// appended by another process (default 100ms). Appends made through this
+// Store wake subscriptions at once, whatever the interval.
+func WithPollInterval(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.pollInterval = d
+		}
+	}
+}
+
+// WithBusyTimeout sets how long a connection waits for another process's
+// lock before giving up (default 5s).
+func WithBusyTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.busyTimeout = d
+		}
+	}
+}
+
+// Store is the SQLite event store. It is safe for concurrent use; one Store
+// per file per process is enough, since it already batches concurrent appends.
+type Store struct {
+	path    string
+	cfg     config
+	readers *sql.DB
+	reads   readStatements
+	w       *writer // nil when read-only
+	commits broadcast
+
+	closing   chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+	subs      sync.WaitGroup
+}
+
+// Open opens the event store in the file at path, creating and initialising
+// it (mode 0600) unless [WithReadOnly] is given. It fails with
+// [ErrNotEventStore] or [ErrNewerSchema] when the file is not one this build
+// may use.
+func Open(path string, opts ...Option) (*Store, error) {
+	cfg := config{
+		clock:        time.Now,
+		pollInterval: defaultPollInterval,
+		busyTimeout:  defaultBusyTimeout,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open event store %s: %w", path, err)
+	}
+	if cfg.readOnly {
+		if _, err := os.Stat(abs); err != nil {
+			return nil, fmt.Errorf("open event store %s: %w", abs, err)
+		}
+	} else if err := createPrivate(abs); err != nil {
+		return nil, fmt.Errorf("open event store %s: %w", abs, err)
+	}
+
+	s := &Store{path: abs, cfg: cfg, closing: make(chan struct{})}
+	s.commits.init()
+	if !cfg.readOnly {
+		s.w, err = openWriter(abs, cfg, s.commits.notify, s.closing)
+		if err != nil {
+			return nil, openError(abs, err)
+		}
+	}
+	if err := s.openReaders(); err != nil {
+		if s.w != nil {
+			close(s.closing)
+			<-s.w.done
+			err = errors.Join(err, s.w.close())
+		}
+		return nil, openError(abs, err)
+	}
+	return s, nil
+}
+
+// openError names the file, and says ErrNotEventStore for a file SQLite
+// itself refuses, whichever statement first read it.
+func openError(path string, err error) error {
+	if isCode(err, sqlite3.SQLITE_NOTADB) && !errors.Is(err, ErrNotEventStore) {
+		return fmt.Errorf("open event store %s: %w: %w", path, ErrNotEventStore, err)
+	}
+	return fmt.Errorf("open event store %s: %w", path, err)
+}
+
+// createPrivate creates the database file with mode 0600 before SQLite
+// opens it: SQLite gives its -wal and -shm files the mode of the database
+// file, so this keeps all three private. An existing file keeps its mode.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func (s *Store) openReaders() error {
+	db, err := sql.Open("sqlite", dsn(s.path, true, s.cfg.busyTimeout))
+	if err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(maxReaders)
+	db.SetMaxIdleConns(maxReaders)
+	if s.cfg.readOnly {
+		if err := checkSchema(context.Background(), db, false); err != nil {
+			return errors.Join(err, db.Close())
+		}
+	}
+	if err := s.reads.prepare(db); err != nil {
+		return errors.Join(fmt.Errorf("prepare reads: %w", err), db.Close())
+	}
+	s.readers = db
+	return nil
+}
+
+// dsn builds a modernc.org/sqlite URI. The connection options are pragmas
+// run on every new connection, so a pooled connection opened later is set up
+// like the first one.
+func dsn(path string, readOnly bool, busy time.Duration) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	if readOnly {
+		q.Set("mode", "ro")
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Add("_pragma", "synchronous(FULL)")
+		q.Add("_pragma", "cache_size(-16384)")
+		q.Add("_pragma", "temp_store(MEMORY)")
+	}
+	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
+	return u.String()
+}
+
+// queryer is what checkSchema needs from a *sql.DB or a *sql.Conn.
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// checkSchema tells whether the file is a hermes event store of a schema
+// this build can use. An empty file (no schema objects, no application id)
+// is fresh: errFresh lets the writer initialise it, and is ErrNotEventStore
+// for a reader.
+func checkSchema(ctx context.Context, q queryer, allowFresh bool) error {
+	var appID, userVersion, objects int64
+	err := q.QueryRowContext(ctx, "PRAGMA application_id").Scan(&appID)
+	if err == nil {
+		err = q.QueryRowContext(ctx, "PRAGMA user_version").Scan(&userVersion)
+	}
+	if err == nil {
+		err = q.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&objects)
+	}
+	switch {
+	case isCode(err, sqlite3.SQLITE_NOTADB):
+		return fmt.Errorf("%w: %w", ErrNotEventStore, err)
+	case err != nil:
+		return fmt.Errorf("read schema: %w", err)
+	case appID == applicationID && userVersion == schemaVersion:
+		return nil
+	case appID == applicationID && userVersion > schemaVersion:
+		return fmt.Errorf("%w: file schema %d, this build knows %d", ErrNewerSchema, userVersion, schemaVersion)
+	case appID == 0 && objects == 0 && allowFresh:
+		return errFresh
+	case appID == 0 && objects == 0:
+		return fmt.Errorf("%w: the file was never initialised", ErrNotEventStore)
+	default:
+		return fmt.Errorf("%w: application id %#x, schema %d", ErrNotEventStore, appID, userVersion)
+	}
+}
+
+var errFresh = errors.New("fresh database")
+
+func isCode(err error, code int) bool {
+	var se *sqlitedriver.Error
+	return errors.As(err, &se) && se.Code()&0xff == code
+}
+
+// Close stops the writer once every append already handed to it is
+// committed, ends the subscriptions and closes the connections. Calls after
+// the first return nil; every other method then answers ErrClosed.
+func (s *Store) Close() error {
+	first := false
+	s.closeOnce.Do(func() {
+		first = true
+		close(s.closing)
+		if s.w != nil {
+			<-s.w.done
+		}
+		s.subs.Wait()
+		// The writer's connection closes last: as the last connection of
+		// the process it checkpoints the WAL and removes it.
+		errs := []error{s.reads.close(), s.readers.Close()}
+		if s.w != nil {
+			errs = append(errs, s.w.close())
+		}
+		if err := errors.Join(errs...); err != nil {
+			s.closeErr = fmt.Errorf("close event store %s: %w", s.path, err)
+		}
+	})
+	if !first {
+		return nil
+	}
+	return s.closeErr
+}
+
+func (s *Store) closed() bool {
+	select {
+	case <-s.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// broadcast wakes every waiter once per commit: a channel closed and
+// replaced, so a notifier never blocks and a waiter that took the channel
+// before reading cannot miss a commit that happened after its read.
+type broadcast struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (b *broadcast) init() { b.ch = make(chan struct{}) }
+
+func (b *broadcast) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+func (b *broadcast) notify() {
+	b.mu.Lock()
+	close(b.ch)
+	b.ch = make(chan struct{})
+	b.mu.Unlock()
+}

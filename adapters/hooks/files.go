@@ -1,0 +1,154 @@
+package hooks
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// File names inside Config.Dir.
+const (
+	CheckpointFile = "hooks.checkpoint"
+	PoisonFile     = "hooks.poison.jsonl"
+)
+
+// ReadCheckpoint returns the position stored in dir's checkpoint file and
+// whether there is one.
+func ReadCheckpoint(dir string) (uint64, bool, error) {
+	b, err := os.ReadFile(filepath.Join(dir, CheckpointFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read hooks checkpoint: %w", err)
+	}
+	pos, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("hooks checkpoint %s is corrupt: %q", filepath.Join(dir, CheckpointFile), b)
+	}
+	return pos, true, nil
+}
+
+// writeCheckpoint replaces dir's checkpoint atomically: a temporary file is
+// written and synced, renamed over the old one, and the directory synced, so
+// a crash leaves the old position or the new one.
+func writeCheckpoint(dir string, pos uint64) error {
+	f, err := os.CreateTemp(dir, CheckpointFile+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("write hooks checkpoint: %w", err)
+	}
+	tmp := f.Name()
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("write hooks checkpoint: %w", err)
+	}
+	if err := f.Chmod(0o600); err != nil {
+		return fail(err)
+	}
+	if _, err := f.WriteString(strconv.FormatUint(pos, 10) + "\n"); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write hooks checkpoint: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, CheckpointFile)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write hooks checkpoint: %w", err)
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// PoisonRecord is one line of the poison log: an event a webhook did not
+// take after all its attempts.
+type PoisonRecord struct {
+	Time     time.Time `json:"time"`
+	Webhook  string    `json:"webhook"`
+	EventID  string    `json:"event_id"`
+	Type     string    `json:"type"`
+	Stream   string    `json:"stream"`
+	Position uint64    `json:"position"`
+	Attempts int       `json:"attempts"`
+	Error    string    `json:"error"`
+	// Envelope is the body that was POSTed (absent when it was too large).
+	Envelope json.RawMessage `json:"envelope,omitempty"`
+}
+
+// poisonLog appends records to the poison log, one synced line each.
+type poisonLog struct {
+	mu   sync.Mutex
+	path string
+}
+
+func (p *poisonLog) write(r PoisonRecord) error {
+	line, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("poison log: %w", err)
+	}
+	line = append(line, '\n')
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f, err := os.OpenFile(p.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("poison log: %w", err)
+	}
+	if _, err := f.Write(line); err != nil {
+		f.Close()
+		return fmt.Errorf("poison log: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("poison log: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("poison log: %w", err)
+	}
+	return nil
+}
+
+// ReadPoisonLog returns the records of dir's poison log (none when there is
+// no log).
+func ReadPoisonLog(dir string) ([]PoisonRecord, error) {
+	b, err := os.ReadFile(filepath.Join(dir, PoisonFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read poison log: %w", err)
+	}
+	var out []PoisonRecord
+	for i, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		var r PoisonRecord
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			return out, fmt.Errorf("poison log line %d: %w", i+1, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
