@@ -45,6 +45,10 @@ type Deps struct {
 	ResumeFreshness time.Duration
 	// Restart asks the process for a graceful restart (nil: 503).
 	Restart func()
+	// Context configures the session context prompt of
+	// /v1/sessions/{key}/context (connected platforms, home channels,
+	// hermes home, privacy.redact_pii).
+	Context ContextSettings
 }
 
 // Server is the HTTP API.
@@ -83,6 +87,7 @@ func (s *Server) Draining() bool { return s.draining.Load() }
 // Handler returns the router.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
+	r.Use(routeOnEscapedPath)
 	r.Use(s.recoverer)
 	if s.Metrics != nil {
 		r.Use(s.Metrics.middleware)
@@ -90,7 +95,7 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	if s.Metrics != nil {
-		r.Handle("/metrics", s.Metrics.Handler())
+		r.Method(http.MethodGet, "/metrics", s.Metrics.Handler())
 	}
 	r.Get("/openapi.json", serveOpenAPI)
 	r.Route("/v1", func(r chi.Router) {
@@ -200,6 +205,21 @@ func describeJSONError(err error) string {
 	default:
 		return err.Error()
 	}
+}
+
+// routeOnEscapedPath makes chi match the escaped path, always. Left to
+// itself chi routes on r.URL.RawPath when net/url kept one (the path had an
+// escape such as %2F that the default encoding would not produce) and on
+// the decoded r.URL.Path otherwise, so a path parameter arrived escaped or
+// not depending on the rest of the path, and pathParam decoded some keys
+// twice: "a%2541" became the key "aA", "100%25" was refused.
+func routeOnEscapedPath(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.RoutePath == "" {
+			rctx.RoutePath = r.URL.EscapedPath()
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // pathKey returns the percent-decoded session key of the route.

@@ -33,8 +33,14 @@ func (x transcriptIndex) SessionExists(ctx context.Context, id string) (bool, er
 	return x.reader.SessionExists(ctx, id)
 }
 
+// TitleOwner adapts the reader (ErrNotFound for a free title) to the port
+// (""), or no title could ever be set.
 func (x transcriptIndex) TitleOwner(ctx context.Context, title string) (string, error) {
-	return x.reader.TitleOwner(ctx, title)
+	owner, err := x.reader.TitleOwner(ctx, title)
+	if errors.Is(err, transcripts.ErrNotFound) {
+		return "", nil
+	}
+	return owner, err
 }
 
 func (x transcriptIndex) LaneOfSession(ctx context.Context, id string) (string, error) {

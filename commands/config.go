@@ -17,6 +17,9 @@ type Config struct {
 	Location *time.Location
 	// ResumeFreshness is agent.gateway_auto_continue_freshness.
 	ResumeFreshness time.Duration
+	// Queue configures the per-lane message queue (zero fields: Hermes'
+	// defaults).
+	Queue QueueSettings
 }
 
 // DefaultConfig is Hermes' defaults, in UTC.

@@ -68,3 +68,36 @@ func (h *Handler) InterruptTurn(ctx context.Context, key, reason, commandID stri
 		return l.InterruptTurn(reason, now)
 	})
 }
+
+var _ AutoPruneLog = (*Handler)(nil)
+
+// LastAutoPrune returns when sessions.auto_prune last ran, from the gateway
+// stream (the zero time if never).
+func (h *Handler) LastAutoPrune(ctx context.Context) (time.Time, error) {
+	var from uint64
+	for {
+		page, err := h.store.ReadStream(ctx, events.GatewayStream, from, readPage, events.Backwards)
+		if isNotFound(err) {
+			return time.Time{}, nil
+		}
+		if err != nil {
+			return time.Time{}, fmt.Errorf("read gateway stream: %w", err)
+		}
+		for _, env := range page {
+			if e, ok := env.Event.(events.AutoPruneRan); ok {
+				return e.At, nil
+			}
+		}
+		if len(page) < readPage || page[len(page)-1].Version <= 1 {
+			return time.Time{}, nil
+		}
+		from = page[len(page)-1].Version - 1
+	}
+}
+
+// RecordAutoPrune records a run of sessions.auto_prune.
+func (h *Handler) RecordAutoPrune(ctx context.Context, run AutoPruneRun) error {
+	_, err := h.RecordGateway(ctx, events.AutoPruneRan{Pruned: run.Pruned, Vacuumed: run.Vacuumed, Error: run.Error, At: run.At},
+		"auto_prune/"+run.At.UTC().Format(time.RFC3339Nano))
+	return err
+}

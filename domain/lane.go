@@ -55,6 +55,10 @@ type Lane struct {
 	// Pruned: the routing entry was dropped for age; the lane is as if it
 	// had never been (the next message creates a fresh session).
 	Pruned bool
+	// Queue holds the messages waiting while the agent is busy. It belongs
+	// to the lane, not the session: automatic resets and /resume keep it,
+	// /new and /reset discard its overflow (see queue.go).
+	Queue Queue
 }
 
 // Exists reports whether the lane has a live entry.
@@ -84,6 +88,9 @@ func Evolve(l Lane, e events.Event) Lane {
 		l.DisplayName = e.DisplayName
 		l.Platform = e.Platform
 		l.ChatType = e.ChatType
+		if e.ForceNew {
+			l.Queue = l.Queue.withoutOverflow()
+		}
 	case events.SessionAutoReset:
 		l = l.newIncarnation(e.SessionID, e.PreviousSessionID, e.At)
 		l.SessionKey = e.SessionKey
@@ -102,6 +109,7 @@ func Evolve(l Lane, e events.Event) Lane {
 		l = l.newIncarnation(e.SessionID, e.PreviousSessionID, e.At)
 		l.DisplayName = display
 		l.IsFreshReset = true
+		l.Queue = l.Queue.withoutOverflow()
 	case events.SessionSwitched:
 		l = l.newIncarnation(e.SessionID, e.PreviousSessionID, e.At)
 	case events.Suspended:
@@ -158,6 +166,21 @@ func Evolve(l Lane, e events.Event) Lane {
 		l.ExpiryFinalized = true
 	case events.EntryPruned:
 		l.Pruned = true
+	case events.QueueItemAdded:
+		l.Queue = l.Queue.added(e)
+	case events.QueueItemTaken:
+		l.Queue = l.Queue.taken(e)
+	case events.QueueCleared:
+		l.Queue = l.Queue.without(e.ItemIDs)
+	case events.QueueItemsExpired:
+		l.Queue = l.Queue.without(e.ItemIDs)
+	case events.NoticeDelivered:
+		// Hermes clears both flags once the message handler has read them;
+		// a delivery recorded for an older session changes nothing.
+		if e.SessionID == l.SessionID {
+			l.WasAutoReset = false
+			l.AutoResetReason = ""
+		}
 	}
 	return l
 }
@@ -180,6 +203,7 @@ func (l Lane) newIncarnation(sessionID, previous string, at time.Time) Lane {
 		ActiveProcesses:   l.ActiveProcesses,
 		OpenTurnID:        l.OpenTurnID,
 		TurnStartedAt:     l.TurnStartedAt,
+		Queue:             l.Queue,
 	}
 }
 

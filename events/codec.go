@@ -61,6 +61,16 @@ func Decode(typ string, data []byte) (Event, error) {
 		return decode[ExpiryFinalized](typ, data)
 	case TypeEntryPruned:
 		return decode[EntryPruned](typ, data)
+	case TypeNoticeDelivered:
+		return decode[NoticeDelivered](typ, data)
+	case TypeQueueItemAdded:
+		return decode[QueueItemAdded](typ, data)
+	case TypeQueueItemTaken:
+		return decode[QueueItemTaken](typ, data)
+	case TypeQueueCleared:
+		return decode[QueueCleared](typ, data)
+	case TypeQueueItemsExpired:
+		return decode[QueueItemsExpired](typ, data)
 
 	case TypeMessageAppended:
 		return decode[MessageAppended](typ, data)
@@ -93,6 +103,8 @@ func Decode(typ string, data []byte) (Event, error) {
 		return decode[GatewayStopped](typ, data)
 	case TypeMarkerHonoured:
 		return decode[MarkerHonoured](typ, data)
+	case TypeAutoPruneRan:
+		return decode[AutoPruneRan](typ, data)
 	}
 	return nil, fmt.Errorf("decode %q: %w", typ, ErrUnknownType)
 }

@@ -43,6 +43,11 @@ var allTypes = []string{
 	events.TypeActivityRecorded,
 	events.TypeExpiryFinalized,
 	events.TypeEntryPruned,
+	events.TypeNoticeDelivered,
+	events.TypeQueueItemAdded,
+	events.TypeQueueItemTaken,
+	events.TypeQueueCleared,
+	events.TypeQueueItemsExpired,
 	events.TypeMessageAppended,
 	events.TypeTranscriptRewritten,
 	events.TypeTurnsRewound,
@@ -58,6 +63,7 @@ var allTypes = []string{
 	events.TypeDrainFinished,
 	events.TypeGatewayStopped,
 	events.TypeMarkerHonoured,
+	events.TypeAutoPruneRan,
 }
 
 func goldenMessage() events.Message {
@@ -162,6 +168,19 @@ func goldenEvents() []events.Event {
 		events.ActivityRecorded{SessionID: "20260514_093015_a1b2c3d4", At: goldenAt},
 		events.ExpiryFinalized{SessionID: "20260514_093015_a1b2c3d4", Forced: true, At: goldenAt},
 		events.EntryPruned{SessionID: "20260514_093015_a1b2c3d4", At: goldenAt},
+		events.NoticeDelivered{SessionID: "20260514_093015_a1b2c3d4", Reason: events.AutoResetIdle, At: goldenAt},
+		events.QueueItemAdded{
+			ItemID: "q_5f2c9a0b1d3e4f67", Kind: events.QueueKindFollowup, Text: "actually, in the second function",
+			Message:   json.RawMessage(`{"message_id":"m-1002","media_urls":["https://example.invalid/a.png"]}`),
+			Placement: events.QueuePlacementMerged, SlotItemID: "q_0a1b2c3d4e5f6a7b", At: goldenAt,
+		},
+		events.QueueItemTaken{
+			ItemID: "q_0a1b2c3d4e5f6a7b", Kind: events.QueueKindQueue, Text: "summarise the deploy log",
+			Message: json.RawMessage(`{"message_id":"m-1001"}`), From: events.QueueFromSlot,
+			StagedItemID: "q_9e8d7c6b5a4f3e2d", At: goldenAt,
+		},
+		events.QueueCleared{ItemIDs: []string{"q_0a1b2c3d4e5f6a7b", "q_9e8d7c6b5a4f3e2d"}, Reason: events.QueueClearedByCommand, At: goldenAt},
+		events.QueueItemsExpired{ItemIDs: []string{"q_5f2c9a0b1d3e4f67"}, At: goldenAt},
 		events.TurnInterrupted{TurnID: "turn_0011aabb", Reason: events.ResumeRestartInterrupted, At: goldenAt},
 		events.MessageAppended{SessionID: "20260514_093015_a1b2c3d4", Message: goldenMessage(), At: goldenAt},
 		events.TranscriptRewritten{SessionID: "20260514_093015_a1b2c3d4", Messages: []events.Message{goldenMessage(), {Role: "user", Content: json.RawMessage(`"hello"`)}}, At: goldenAt},
@@ -185,6 +204,7 @@ func goldenEvents() []events.Event {
 		events.DrainFinished{TimedOut: true, OpenLanes: []string{"agent:main:telegram:dm:99"}, At: goldenAt},
 		events.GatewayStopped{Clean: true, Restart: true, At: goldenAt},
 		events.MarkerHonoured{At: goldenAt},
+		events.AutoPruneRan{Pruned: 12, Vacuumed: true, Error: "state.db busy", At: goldenAt},
 	}
 }
 

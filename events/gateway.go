@@ -10,6 +10,7 @@ const (
 	TypeDrainFinished  = "gateway.drain_finished.v1"
 	TypeGatewayStopped = "gateway.stopped.v1"
 	TypeMarkerHonoured = "gateway.clean_shutdown_marker_honoured.v1"
+	TypeAutoPruneRan   = "gateway.auto_prune_ran.v1"
 )
 
 // GatewayStarted records a start of hermes serve on a home.
@@ -57,6 +58,20 @@ type GatewayStopped struct {
 type MarkerHonoured struct {
 	At time.Time `json:"at"`
 }
+
+// AutoPruneRan records a run of sessions.auto_prune (ended transcripts
+// older than the retention deleted, then VACUUM if any were), so the
+// minimum interval between runs survives restarts and read-model rebuilds.
+type AutoPruneRan struct {
+	Pruned   int       `json:"pruned"`
+	Vacuumed bool      `json:"vacuumed"`
+	Error    string    `json:"error,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+func (e AutoPruneRan) EventType() string     { return TypeAutoPruneRan }
+func (e AutoPruneRan) OccurredAt() time.Time { return e.At }
+func (AutoPruneRan) isEvent()                {}
 
 func (e GatewayStarted) EventType() string { return TypeGatewayStarted }
 func (e RunInterrupted) EventType() string { return TypeRunInterrupted }

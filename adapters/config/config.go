@@ -16,6 +16,8 @@ type Config struct {
 	// Platforms is platforms.<name>.session_reset: the policy of one
 	// platform, which wins over ResetByType and SessionReset.
 	Platforms map[string]ResetPolicy
+	// PlatformSettings is the rest of each platforms.<name> block.
+	PlatformSettings map[string]Platform
 	// ResetByType is reset_by_type.<chat_type>: the policy of one chat type
 	// (dm, group, channel, thread, ...), which wins over SessionReset.
 	ResetByType map[string]ResetPolicy
@@ -34,6 +36,7 @@ type Config struct {
 	API      API
 	Expiry   Expiry
 	Recovery Recovery
+	Hooks    Hooks
 	// MultiplexProfiles is multiplex_profiles.
 	MultiplexProfiles bool
 	// Profile is profile: the active profile name.
@@ -76,6 +79,49 @@ type Sessions struct {
 // Privacy is the privacy block.
 type Privacy struct {
 	RedactPII bool // privacy.redact_pii
+	// PIISafePlatforms are further platforms whose ids may be redacted
+	// (privacy.pii_safe_platforms), beyond WhatsApp, Signal, Telegram and
+	// BlueBubbles.
+	PIISafePlatforms []string
+}
+
+// Platform is what hermes reads of a platforms.<name> block besides its
+// session_reset policy: whether the platform is connected and its home
+// channel, for the session context prompt.
+type Platform struct {
+	// Enabled is platforms.<name>.enabled.
+	Enabled bool
+	// HomeChannel is platforms.<name>.home_channel {chat_id, name}.
+	HomeChannel *HomeChannel
+}
+
+// HomeChannel is where a platform delivers scheduled output.
+type HomeChannel struct {
+	ChatID string
+	Name   string
+}
+
+// Hooks is the hooks block: webhooks fed from the event log.
+type Hooks struct {
+	// StartAtHead is hooks.start_at_head: a new hook checkpoint starts at
+	// the end of the log instead of replaying history to the receivers.
+	StartAtHead bool
+	// MaxInFlight is hooks.max_in_flight (1–256).
+	MaxInFlight int
+	// Webhooks is hooks.webhooks.
+	Webhooks []Webhook
+}
+
+// Webhook is one receiver of hooks.webhooks.
+type Webhook struct {
+	Name       string        // name (required, unique)
+	URL        string        // url (http or https)
+	EventTypes []string      // event_types (empty: every event)
+	Secret     string        // secret for the HMAC signature (never printed)
+	MaxRetries int           // max_retries (0: the default 5; -1: none)
+	Backoff    time.Duration // backoff_seconds (default 1)
+	MaxBackoff time.Duration // max_backoff_seconds (default 60)
+	Timeout    time.Duration // timeout_seconds (default 10)
 }
 
 // API is the api block: hermes' HTTP API.
@@ -133,6 +179,7 @@ func Default() Config {
 		},
 		Expiry:   Expiry{Interval: 300 * time.Second},
 		Recovery: Recovery{Recent: 120 * time.Second},
+		Hooks:    Hooks{StartAtHead: true, MaxInFlight: 8},
 	}
 }
 

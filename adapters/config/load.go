@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"maps"
 	"os"
 	"path/filepath"
@@ -191,6 +192,8 @@ func (l *loader) top(n *yaml.Node) {
 			l.platforms(p.value)
 		case "reset_by_type":
 			l.resetByType(p.value)
+		case "hooks":
+			l.hooks(p.value)
 		default:
 			l.walk(p.value, name, name)
 		}
@@ -260,6 +263,7 @@ func (l *loader) platforms(n *yaml.Node) {
 			l.fail(l.path, v.Line, "platforms."+name, "want a mapping, got "+describe(v))
 			continue
 		}
+		l.platformSettings(name, v)
 		for _, q := range pairs(v) {
 			if q.key.Value != "session_reset" {
 				continue
@@ -274,6 +278,122 @@ func (l *loader) platforms(n *yaml.Node) {
 			}
 		}
 	}
+}
+
+// platformSettings reads enabled and home_channel of platforms.<name>.
+func (l *loader) platformSettings(name string, v *yaml.Node) {
+	disp := "platforms." + name
+	ps := l.cfg.PlatformSettings[name]
+	for _, q := range pairs(v) {
+		switch q.key.Value {
+		case "enabled":
+			l.setNode(key{path: disp + ".enabled", kind: kindBool}, &ps.Enabled, q.value, disp+".enabled")
+		case "home_channel":
+			hc := deref(q.value)
+			if isNull(hc) {
+				continue
+			}
+			if hc.Kind != yaml.MappingNode {
+				l.fail(l.path, hc.Line, disp+".home_channel", "want a mapping with chat_id and name, got "+describe(hc))
+				continue
+			}
+			home := HomeChannel{}
+			for _, f := range pairs(hc) {
+				switch f.key.Value {
+				case "chat_id":
+					l.setNode(key{path: disp + ".home_channel.chat_id", kind: kindString}, &home.ChatID, f.value, disp+".home_channel.chat_id")
+				case "name":
+					l.setNode(key{path: disp + ".home_channel.name", kind: kindString}, &home.Name, f.value, disp+".home_channel.name")
+				}
+			}
+			if home.ChatID == "" {
+				l.fail(l.path, hc.Line, disp+".home_channel.chat_id", "is required")
+				continue
+			}
+			ps.HomeChannel = &home
+		}
+	}
+	if l.cfg.PlatformSettings == nil {
+		l.cfg.PlatformSettings = map[string]Platform{}
+	}
+	l.cfg.PlatformSettings[name] = ps
+}
+
+// hooks reads the hooks block: its scalar keys and the webhooks list.
+func (l *loader) hooks(n *yaml.Node) {
+	n = deref(n)
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		l.fail(l.path, n.Line, "hooks", "want a mapping, got "+describe(n))
+		return
+	}
+	for _, p := range pairs(n) {
+		if p.key.Value != "webhooks" {
+			l.walk(p.value, "hooks."+p.key.Value, "hooks."+p.key.Value)
+			continue
+		}
+		list := deref(p.value)
+		if isNull(list) {
+			continue
+		}
+		if list.Kind != yaml.SequenceNode {
+			l.fail(l.path, list.Line, "hooks.webhooks", "want a list of webhooks, got "+describe(list))
+			continue
+		}
+		l.cfg.Hooks.Webhooks = nil
+		for i, item := range list.Content {
+			disp := fmt.Sprintf("hooks.webhooks[%d]", i)
+			item = deref(item)
+			if item.Kind != yaml.MappingNode {
+				l.fail(l.path, item.Line, disp, "want a mapping, got "+describe(item))
+				continue
+			}
+			w := Webhook{Backoff: time.Second, MaxBackoff: time.Minute, Timeout: 10 * time.Second}
+			for _, f := range pairs(item) {
+				field := disp + "." + f.key.Value
+				switch f.key.Value {
+				case "name":
+					l.setNode(key{path: field, kind: kindString}, &w.Name, f.value, field)
+				case "url":
+					l.setNode(key{path: field, kind: kindString, check: checkWebhookURL}, &w.URL, f.value, field)
+				case "event_types":
+					l.setNode(key{path: field, kind: kindList}, &w.EventTypes, f.value, field)
+				case "secret":
+					l.setNode(key{path: field, kind: kindString, secret: true}, &w.Secret, f.value, field)
+				case "max_retries":
+					l.setNode(key{path: field, kind: kindInt, lo: -1, hi: 100}, &w.MaxRetries, f.value, field)
+				case "backoff_seconds":
+					l.setNode(key{path: field, kind: kindSeconds, lo: 0, hi: 3600}, &w.Backoff, f.value, field)
+				case "max_backoff_seconds":
+					l.setNode(key{path: field, kind: kindSeconds, lo: 0, hi: 86400}, &w.MaxBackoff, f.value, field)
+				case "timeout_seconds":
+					l.setNode(key{path: field, kind: kindSeconds, lo: 0.001, hi: 600}, &w.Timeout, f.value, field)
+				default:
+					l.fail(l.path, f.key.Line, field, "is not a webhook setting (name, url, event_types, secret, max_retries, backoff_seconds, max_backoff_seconds, timeout_seconds)")
+				}
+			}
+			switch {
+			case w.Name == "":
+				l.fail(l.path, item.Line, disp+".name", "is required")
+			case w.URL == "":
+				l.fail(l.path, item.Line, disp+".url", "is required")
+			case slices.ContainsFunc(l.cfg.Hooks.Webhooks, func(o Webhook) bool { return o.Name == w.Name }):
+				l.fail(l.path, item.Line, disp+".name", fmt.Sprintf("%q is used by another webhook", w.Name))
+			default:
+				l.cfg.Hooks.Webhooks = append(l.cfg.Hooks.Webhooks, w)
+			}
+		}
+	}
+}
+
+func checkWebhookURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "must be an http or https URL"
+	}
+	return ""
 }
 
 func (l *loader) resetByType(n *yaml.Node) {

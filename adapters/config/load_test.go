@@ -83,6 +83,7 @@ func TestLoadDefaultsWithoutFile(t *testing.T) {
 		API:                    config.API{Addr: "127.0.0.1:8642", Token: "", MaxBodyBytes: 1048576},
 		Expiry:                 config.Expiry{Interval: 300 * time.Second},
 		Recovery:               config.Recovery{Recent: 120 * time.Second},
+		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Load() without a file mismatch (-want +got):\n%s", diff)
@@ -165,6 +166,8 @@ profile: coder
 		API:                    config.API{Addr: "[::1]:9000", Token: "0123456789abcdef", MaxBodyBytes: 2048},
 		Expiry:                 config.Expiry{Interval: time.Minute},
 		Recovery:               config.Recovery{Recent: 0},
+		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
+		PlatformSettings:       map[string]config.Platform{"telegram": {}},
 		MultiplexProfiles:      true,
 		Profile:                "coder",
 	}
@@ -806,5 +809,59 @@ func TestHome(t *testing.T) {
 				t.Errorf("Home(%q, %q) = %q, want %q", tt.environ, tt.flag, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestLoadPlatformSettingsAndHooks(t *testing.T) {
+	cfg := mustLoad(t, `
+platforms:
+  telegram:
+    enabled: yes
+    home_channel: {chat_id: "-1001", name: Ops}
+  discord:
+    enabled: off
+privacy:
+  pii_safe_platforms: [matrix]
+hooks:
+  max_in_flight: 4
+  webhooks:
+    - name: audit
+      url: http://127.0.0.1:9/hook
+      event_types: [lane.]
+      secret: s3cret
+      backoff_seconds: 0.5
+`, nil, nil)
+	tg := cfg.PlatformSettings["telegram"]
+	if !tg.Enabled || tg.HomeChannel == nil || tg.HomeChannel.ChatID != "-1001" || tg.HomeChannel.Name != "Ops" {
+		t.Fatalf("telegram settings = %+v", tg)
+	}
+	if cfg.PlatformSettings["discord"].Enabled {
+		t.Fatal("discord enabled: off read as enabled")
+	}
+	if len(cfg.Privacy.PIISafePlatforms) != 1 || cfg.Privacy.PIISafePlatforms[0] != "matrix" {
+		t.Fatalf("pii_safe_platforms = %v", cfg.Privacy.PIISafePlatforms)
+	}
+	if cfg.Hooks.MaxInFlight != 4 || len(cfg.Hooks.Webhooks) != 1 {
+		t.Fatalf("hooks = %+v", cfg.Hooks)
+	}
+	w := cfg.Hooks.Webhooks[0]
+	if w.Name != "audit" || w.Secret != "s3cret" || w.Backoff != 500*time.Millisecond || w.Timeout != 10*time.Second || len(w.EventTypes) != 1 {
+		t.Fatalf("webhook = %+v", w)
+	}
+}
+
+func TestLoadBadHooks(t *testing.T) {
+	for _, tt := range []struct{ yaml, want string }{
+		{"hooks:\n  webhooks:\n    - name: a\n      url: ftp://x\n", "hooks.webhooks[0].url"},
+		{"hooks:\n  webhooks:\n    - url: http://127.0.0.1:1/\n", "hooks.webhooks[0].name"},
+		{"hooks:\n  webhooks:\n    - {name: a, url: 'http://127.0.0.1:1/'}\n    - {name: a, url: 'http://127.0.0.1:2/'}\n", "is used by another webhook"},
+		{"hooks:\n  webhooks:\n    - {name: a, url: 'http://127.0.0.1:1/', colour: red}\n", "hooks.webhooks[0].colour"},
+		{"hooks:\n  max_in_flight: 0\n", "hooks.max_in_flight"},
+		{"platforms:\n  telegram:\n    home_channel: {name: x}\n", "platforms.telegram.home_channel.chat_id"},
+	} {
+		_, err := load(t, tt.yaml, nil, nil)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Load(%q) = %v, want an error naming %s", tt.yaml, err, tt.want)
+		}
 	}
 }

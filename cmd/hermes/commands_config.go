@@ -1,6 +1,10 @@
 package main
 
 import (
+	"os"
+	"slices"
+	"strings"
+
 	"hermes/adapters/config"
 	"hermes/commands"
 	"hermes/domain"
@@ -46,4 +50,38 @@ func domainPolicies(ps map[string]config.ResetPolicy) map[string]domain.ResetPol
 		out[name] = domainPolicy(p)
 	}
 	return out
+}
+
+// contextSettings is what the session context prompt needs from the
+// configuration: connected platforms and their home channels, the home as
+// the agent sees it, and the redaction switch.
+func contextSettings(c config.Config, h homeLayout) domain.ContextSettings {
+	out := domain.ContextSettings{
+		HomeChannels:     map[string]domain.HomeChannel{},
+		HermesHome:       displayHome(h.dir),
+		RedactPII:        c.Privacy.RedactPII,
+		PIISafePlatforms: c.Privacy.PIISafePlatforms,
+	}
+	for name, p := range c.PlatformSettings {
+		if !p.Enabled {
+			continue
+		}
+		out.ConnectedPlatforms = append(out.ConnectedPlatforms, name)
+		if p.HomeChannel != nil {
+			out.HomeChannels[name] = domain.HomeChannel{ChatID: p.HomeChannel.ChatID, Name: p.HomeChannel.Name}
+		}
+	}
+	slices.Sort(out.ConnectedPlatforms)
+	return out
+}
+
+// displayHome abbreviates the user's home directory to "~", as Hermes shows
+// its home to the agent.
+func displayHome(dir string) string {
+	if home, err := os.UserHomeDir(); err == nil && home != "" {
+		if rel, ok := strings.CutPrefix(dir, home); ok && (rel == "" || strings.HasPrefix(rel, "/")) {
+			return "~" + rel
+		}
+	}
+	return dir
 }

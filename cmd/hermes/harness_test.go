@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 
 // server is a running `hermes serve` child process.
 type server struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	home   string
 	addr   string
@@ -69,7 +69,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -80,7 +80,7 @@ func freeAddr(t *testing.T) string {
 }
 
 // startServer starts hermes serve on home and waits until /readyz is ready.
-func startServer(t *testing.T, home string, env []string, args ...string) *server {
+func startServer(t testing.TB, home string, env []string, args ...string) *server {
 	t.Helper()
 	s := &server{t: t, home: home, addr: freeAddr(t), stderr: &syncBuffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(binary, append([]string{"serve", "--home", home, "--addr", s.addr}, args...)...)

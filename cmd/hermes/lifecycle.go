@@ -19,6 +19,7 @@ type daemonSettings struct {
 	home        homeLayout
 	manualClock bool
 	logLevel    string
+	debugAddr   string
 }
 
 // recover runs startup recovery before /readyz turns ready and before any

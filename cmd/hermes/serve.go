@@ -26,9 +26,10 @@ import (
 )
 
 type serveOptions struct {
-	addr     string
-	clock    string
-	logLevel string
+	addr      string
+	clock     string
+	logLevel  string
+	debugAddr string
 }
 
 func newServeCommand(g *globalFlags) *cobra.Command {
@@ -52,12 +53,16 @@ stop gracefully; SIGUSR1 or POST /v1/admin/restart restart (exit code 75).`,
 			if o.clock != "system" && o.clock != "manual" {
 				return usageError(fmt.Errorf("--clock %q is not system or manual", o.clock))
 			}
-			return serve(orBackground(cmd.Context()), daemonSettings{cfg: cfg, home: h, manualClock: o.clock == "manual", logLevel: o.logLevel}, cmd.ErrOrStderr())
+			if o.debugAddr != "" && !loopbackAddr(o.debugAddr) {
+				return usageError(fmt.Errorf("--debug-addr %q must be a loopback address", o.debugAddr))
+			}
+			return serve(orBackground(cmd.Context()), daemonSettings{cfg: cfg, home: h, manualClock: o.clock == "manual", logLevel: o.logLevel, debugAddr: o.debugAddr}, cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().StringVar(&o.addr, "addr", "", "listen address host:port (default api.addr, 127.0.0.1:8642)")
 	cmd.Flags().StringVar(&o.clock, "clock", "system", "system, or manual: a test clock moved with POST /v1/clock (loopback only)")
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.Flags().StringVar(&o.debugAddr, "debug-addr", "", "serve Go's pprof profiles on this loopback address (off by default)")
 	return cmd
 }
 
@@ -142,6 +147,7 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 		Log:             log,
 		Metrics:         metrics,
 		ResumeFreshness: s.cfg.Agent.GatewayAutoContinueFreshness,
+		Context:         contextSettings(s.cfg, s.home),
 		Restart: func() {
 			select {
 			case restart <- struct{}{}:
@@ -201,6 +207,9 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 		return fmt.Errorf("listen on %s: %w", rt.cfg.API.Addr, err)
 	}
 	rt.listener = ln
+	if rt.debugAddr != "" {
+		go serveDebug(rt.debugAddr, rt.log)
+	}
 	runCtx, stopRunner := context.WithCancel(ctx)
 	defer stopRunner()
 	runnerDone := make(chan error, 1)
@@ -221,6 +230,14 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 		<-runnerDone
 		return err
 	}
+	stopBackground, err := rt.startBackground(runCtx)
+	if err != nil {
+		srv.Close()
+		stopRunner()
+		<-runnerDone
+		return err
+	}
+	defer stopBackground()
 	rt.server.SetReady(true)
 	rt.log.Info("hermes serving", "addr", ln.Addr().String(), "home", rt.home.dir, "pid", os.Getpid())
 
@@ -245,6 +262,7 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 	case <-ctx.Done():
 	}
 
+	stopBackground() // no expiry pass or webhook delivery during the drain
 	clean := rt.drain(ctx, restarting)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

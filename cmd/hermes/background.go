@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"hermes/adapters/config"
+	"hermes/adapters/hooks"
+	"hermes/commands"
+	"hermes/projections/transcripts"
+)
+
+// manualTickPoll is how often, with --clock=manual, the expiry watcher
+// looks whether the test clock moved a whole interval.
+const manualTickPoll = 50 * time.Millisecond
+
+// hooksRetry is the wait before the hooks router is restarted after it
+// stopped on an error (a store or checkpoint failure).
+const hooksRetry = 5 * time.Second
+
+// startBackground starts the hooks router (when webhooks are configured)
+// and the expiry watcher. The returned stop cancels both and waits for
+// them; it may be called more than once.
+func (rt *runtime) startBackground(ctx context.Context) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+
+	var hook commands.FinalizeHook
+	if len(rt.cfg.Hooks.Webhooks) > 0 {
+		router, err := hooks.New(rt.raw, hooksConfig(rt.cfg.Hooks, rt.home.hermesDir(), rt.now, rt.log))
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		hook = router
+		wg.Go(func() {
+			for {
+				err := router.Run(ctx)
+				if err == nil || ctx.Err() != nil {
+					return
+				}
+				rt.log.Error("hooks stopped; restarting from the checkpoint", "err", err, "in", hooksRetry)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(hooksRetry):
+				}
+			}
+		})
+	}
+
+	log := rt.log.With("component", "expiry")
+	s := rt.cfg.Sessions
+	watcher := commands.NewExpiryWatcher(rt.handler, commands.ExpiryConfig{
+		Lanes:                rt.lanes,
+		Hook:                 hook,
+		SessionStoreMaxAge:   time.Duration(rt.cfg.SessionStoreMaxAgeDays) * 24 * time.Hour,
+		AutoPrune:            s.AutoPrune,
+		Retention:            time.Duration(s.RetentionDays) * 24 * time.Hour,
+		AutoPruneMinInterval: time.Duration(s.MinIntervalHours) * time.Hour,
+		VacuumAfterPrune:     s.VacuumAfterPrune,
+		Pruner:               transcriptPruner{rt},
+		Transcripts:          rt.handler.Transcripts(pruneIndex{rt.reader}),
+		AutoPruneLog:         rt.handler, // needs events.AutoPruneRan + Handler.LastAutoPrune/RecordAutoPrune; until then: nil
+		Log:                  func(level slog.Level, msg string, args ...any) { log.Log(context.Background(), level, msg, args...) },
+	})
+	var ticks <-chan time.Time
+	if rt.manualClock {
+		ticks = commands.ClockTicks(ctx, rt.now, rt.cfg.Expiry.Interval, manualTickPoll)
+	} else {
+		t := time.NewTicker(rt.cfg.Expiry.Interval)
+		wg.Go(func() { <-ctx.Done(); t.Stop() })
+		ticks = t.C
+	}
+	wg.Go(func() { watcher.Run(ctx, ticks) })
+	return stop, nil
+}
+
+func hooksConfig(c config.Hooks, dir string, now func() time.Time, log *slog.Logger) hooks.Config {
+	out := hooks.Config{
+		Dir:         dir,
+		StartAtHead: c.StartAtHead,
+		MaxInFlight: c.MaxInFlight,
+		Now:         now,
+		Log:         log.With("component", "hooks"),
+	}
+	for _, w := range c.Webhooks {
+		out.Webhooks = append(out.Webhooks, hooks.WebhookConfig{
+			Name: w.Name, URL: w.URL, EventTypes: w.EventTypes, Secret: w.Secret,
+			MaxRetries: w.MaxRetries, Backoff: w.Backoff, MaxBackoff: w.MaxBackoff, Timeout: w.Timeout,
+		})
+	}
+	return out
+}
+
+// transcriptPruner is the expiry watcher's view of state.db.
+type transcriptPruner struct{ rt *runtime }
+
+func (p transcriptPruner) PrunableSessions(ctx context.Context, olderThan time.Duration, source string, now time.Time) ([]string, error) {
+	return p.rt.reader.PrunableSessions(ctx, olderThan, source, now)
+}
+
+// Vacuum waits for the deletions to reach state.db, then compacts it.
+func (p transcriptPruner) Vacuum(ctx context.Context) error {
+	if err := p.rt.caughtUp(ctx); err != nil {
+		return fmt.Errorf("vacuum: %w", err)
+	}
+	return p.rt.state.Vacuum(ctx)
+}
+
+// pruneIndex is the transcript index the auto-prune deletions check
+// against (DeleteSession only asks whether a session exists).
+type pruneIndex struct{ r *transcripts.Reader }
+
+func (x pruneIndex) SessionExists(ctx context.Context, id string) (bool, error) {
+	return x.r.SessionExists(ctx, id)
+}
+
+func (x pruneIndex) TitleOwner(ctx context.Context, title string) (string, error) {
+	return x.r.TitleOwner(ctx, title)
+}
+
+func (pruneIndex) LaneOfSession(context.Context, string) (string, error) { return "", nil }

@@ -1,0 +1,65 @@
+package projections_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"hermes/adapters/eventstore/sqlite"
+	"hermes/projections"
+	"hermes/projections/sessions"
+	"hermes/projections/transcripts"
+	"hermes/testfixtures"
+)
+
+// benchEvents is the history size of the rebuild benchmark
+// (HERMES_BENCH_EVENTS, default 100000; `make bench` uses 1000000).
+func benchEvents() int {
+	if n, err := strconv.Atoi(os.Getenv("HERMES_BENCH_EVENTS")); err == nil && n > 0 {
+		return n
+	}
+	return 100_000
+}
+
+// BenchmarkRebuild measures a full rebuild of every read model (lanes and
+// state.db with both FTS indexes) from a generated mixed history: ~30% lane
+// events, ~70% messages of ~200 characters, 20% of them Chinese.
+func BenchmarkRebuild(b *testing.B) {
+	n := benchEvents()
+	dir := b.TempDir()
+	store, err := sqlite.Open(filepath.Join(dir, "events.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	start := time.Now()
+	o := testfixtures.HistoryOptions{Events: n, Lanes: max(100, n/100), Seed: 42, Start: testfixtures.Date(2026, 1, 1, 0, 0, 0, 0), CJKShare: 0.2}
+	if err := testfixtures.LoadHistory(context.Background(), store, o, 64); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("generated %d events in %s", n, time.Since(start).Round(time.Millisecond))
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		out := filepath.Join(dir, "rebuild-"+strconv.Itoa(i))
+		b.StartTimer()
+		err := projections.Rebuild(context.Background(), store, func(d string) ([]projections.Projection, error) {
+			lanes, err := sessions.Open(filepath.Join(d, "lanes.db"), sessions.Exports{})
+			if err != nil {
+				return nil, err
+			}
+			state, err := transcripts.Open(filepath.Join(d, "state.db"))
+			if err != nil {
+				return nil, err
+			}
+			return []projections.Projection{lanes, state}, nil
+		}, out, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
