@@ -178,4 +178,3 @@ func rssKB(pid int) int {
 	}
 	return 0
 }
-
