@@ -138,6 +138,11 @@ func (r *Runner) follow(ctx context.Context, p Projection) error {
 			}
 		}
 		if err := p.Apply(ctx, batch); err != nil {
+			if ctx.Err() != nil {
+				// Cancelled mid-batch: the transaction rolled back and the
+				// checkpoint did not move, so nothing is lost.
+				return ctx.Err()
+			}
 			return fmt.Errorf("%s: apply: %w", p.Name(), err)
 		}
 		r.setApplied(p.Name(), batch[len(batch)-1].Position)

@@ -37,6 +37,7 @@ type Config struct {
 	Expiry   Expiry
 	Recovery Recovery
 	Hooks    Hooks
+	Gateway  Gateway
 	// MultiplexProfiles is multiplex_profiles.
 	MultiplexProfiles bool
 	// Profile is profile: the active profile name.
@@ -99,6 +100,17 @@ type Platform struct {
 type HomeChannel struct {
 	ChatID string
 	Name   string
+}
+
+// Gateway is the gateway block: how busy lanes queue input.
+type Gateway struct {
+	// BusyInputMode is gateway.busy_input_mode: queue (merge follow-ups
+	// into the pending one), interrupt or steer (replace it).
+	BusyInputMode string
+	// QueueMaxItems is gateway.queue.max_items: queued items per lane.
+	QueueMaxItems int
+	// QueueTTL is gateway.queue.ttl_seconds: how long an item may wait.
+	QueueTTL time.Duration
 }
 
 // Hooks is the hooks block: webhooks fed from the event log.
@@ -180,6 +192,7 @@ func Default() Config {
 		Expiry:   Expiry{Interval: 300 * time.Second},
 		Recovery: Recovery{Recent: 120 * time.Second},
 		Hooks:    Hooks{StartAtHead: true, MaxInFlight: 8},
+		Gateway:  Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
 	}
 }
 

@@ -133,6 +133,15 @@ func buildKeys() []key {
 		key{path: "privacy.pii_safe_platforms", kind: kindList,
 			doc: "further platforms whose ids are redacted (WhatsApp, Signal, Telegram, BlueBubbles always are)",
 			ptr: func(c *Config) any { return &c.Privacy.PIISafePlatforms }},
+		key{path: "gateway.busy_input_mode", kind: kindString, check: checkBusyMode,
+			doc: "a follow-up sent while the agent is busy: queue merges it into the pending one; interrupt or steer replace it",
+			ptr: func(c *Config) any { return &c.Gateway.BusyInputMode }},
+		key{path: "gateway.queue.max_items", kind: kindInt, lo: 1, hi: 1024,
+			doc: "queued items per lane; the next one is refused",
+			ptr: func(c *Config) any { return &c.Gateway.QueueMaxItems }},
+		key{path: "gateway.queue.ttl_seconds", kind: kindSeconds, lo: 1, hi: inf,
+			doc: "seconds a queued item may wait before it is dropped",
+			ptr: func(c *Config) any { return &c.Gateway.QueueTTL }},
 		key{path: "hooks.start_at_head", kind: kindBool,
 			doc: "a new hook checkpoint starts at the end of the log (no history flood)",
 			ptr: func(c *Config) any { return &c.Hooks.StartAtHead }},
@@ -320,6 +329,14 @@ func secondsValue(text string, f float64) (time.Duration, string) {
 
 func formatSeconds(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
+}
+
+func checkBusyMode(s string) string {
+	switch s {
+	case "queue", "interrupt", "steer":
+		return ""
+	}
+	return fmt.Sprintf("%q is not queue, interrupt or steer", s)
 }
 
 func checkTimezone(s string) string {

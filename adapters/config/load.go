@@ -198,7 +198,7 @@ func (l *loader) top(n *yaml.Node) {
 			l.walk(p.value, name, name)
 		}
 	}
-	if sawReset || gateway == nil {
+	if gateway == nil {
 		return
 	}
 	g := deref(gateway)
@@ -210,7 +210,11 @@ func (l *loader) top(n *yaml.Node) {
 		return
 	}
 	for _, p := range pairs(g) {
-		if p.key.Value == "session_reset" {
+		if p.key.Value != "session_reset" {
+			l.walk(p.value, "gateway."+p.key.Value, "gateway."+p.key.Value)
+			continue
+		}
+		if !sawReset {
 			l.walk(p.value, "gateway.session_reset", "session_reset")
 		}
 	}

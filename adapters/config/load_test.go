@@ -84,6 +84,7 @@ func TestLoadDefaultsWithoutFile(t *testing.T) {
 		Expiry:                 config.Expiry{Interval: 300 * time.Second},
 		Recovery:               config.Recovery{Recent: 120 * time.Second},
 		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
+		Gateway:                config.Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Load() without a file mismatch (-want +got):\n%s", diff)
@@ -144,6 +145,11 @@ expiry:
   interval_seconds: 60
 recovery:
   recent_seconds: 0
+gateway:
+  busy_input_mode: queue
+  queue:
+    max_items: 5
+    ttl_seconds: 3600
 multiplex_profiles: true
 profile: coder
 `
@@ -167,6 +173,7 @@ profile: coder
 		Expiry:                 config.Expiry{Interval: time.Minute},
 		Recovery:               config.Recovery{Recent: 0},
 		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
+		Gateway:                config.Gateway{BusyInputMode: "queue", QueueMaxItems: 5, QueueTTL: time.Hour},
 		PlatformSettings:       map[string]config.Platform{"telegram": {}},
 		MultiplexProfiles:      true,
 		Profile:                "coder",

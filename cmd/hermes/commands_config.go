@@ -28,6 +28,11 @@ func writeSideConfig(c config.Config) commands.Config {
 	}
 	out.Location = c.Location()
 	out.ResumeFreshness = c.Agent.GatewayAutoContinueFreshness
+	out.Queue = commands.QueueSettings{
+		BusyInputMode: c.Gateway.BusyInputMode,
+		MaxItems:      c.Gateway.QueueMaxItems,
+		TTL:           c.Gateway.QueueTTL,
+	}
 	return out
 }
 

@@ -281,6 +281,22 @@ func summarize(e events.Event) string {
 		return "expiry finalized"
 	case events.EntryPruned:
 		return "entry pruned for age"
+	case events.TurnInterrupted:
+		return fmt.Sprintf("turn %s interrupted: %s", e.TurnID, e.Reason)
+	case events.NoticeDelivered:
+		return "reset notice delivered (" + e.Reason + ")"
+	case events.QueueItemAdded:
+		return fmt.Sprintf("queued %s %s → %s (%d bytes)", e.Kind, e.ItemID, e.Placement, len(e.Text))
+	case events.QueueItemTaken:
+		s := fmt.Sprintf("took %s %s from the %s", e.Kind, e.ItemID, e.From)
+		if e.StagedItemID != "" {
+			s += "; staged " + e.StagedItemID
+		}
+		return s
+	case events.QueueCleared:
+		return fmt.Sprintf("queue cleared: %d items (%s)", len(e.ItemIDs), e.Reason)
+	case events.QueueItemsExpired:
+		return fmt.Sprintf("%d queued items expired", len(e.ItemIDs))
 	case events.MessageAppended:
 		return fmt.Sprintf("%s message (%d bytes)", e.Message.Role, len(e.Message.Content))
 	case events.TranscriptRewritten:
