@@ -1,0 +1,261 @@
+package transcripts
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// SearchQuery is a full-text search (Hermes' search_messages).
+type SearchQuery struct {
+	// Query is the user's text, FTS5 syntax allowed (it is sanitised).
+	Query string
+	// Sources keeps only sessions of these sources when not nil: an empty,
+	// non-nil slice therefore matches nothing. Nil: every source.
+	Sources []string
+	// ExcludeSources drops sessions of these sources when not nil (an
+	// empty slice drops nothing).
+	ExcludeSources []string
+	// Roles keeps only messages of these roles when not empty.
+	Roles []string
+	// Limit is the page size (< 1: 20); Offset skips that many matches.
+	Limit, Offset int
+}
+
+// SearchResult is one matching message.
+type SearchResult struct {
+	ID        int64  `json:"id"`
+	SessionID string `json:"session_id"`
+	Role      string `json:"role"`
+	// Snippet is the match in context with >>> and <<< around the
+	// matched terms (FTS), or up to 120 characters of content around the
+	// first term (the LIKE path for short CJK terms; "" when the message
+	// has no content and matched on its tool name or calls).
+	Snippet        string         `json:"snippet"`
+	Timestamp      float64        `json:"timestamp"`
+	ToolName       *string        `json:"tool_name"`
+	Source         string         `json:"source"`
+	Model          *string        `json:"model"`
+	SessionStarted float64        `json:"session_started"`
+	Context        []ContextEntry `json:"context"`
+}
+
+// match is a search result with its stored content, for the context.
+type match struct {
+	SearchResult
+	content sql.NullString
+}
+
+// ContextEntry is a message around a match (the one before, the match,
+// the one after, by timestamp then id), its text cut to 200 characters.
+type ContextEntry struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+const defaultSearchLimit = 20
+
+// Search finds active messages (rows hidden by a rewind never match) as
+// Hermes' search_messages does. The query is sanitised; nothing left means
+// no results. A query with CJK characters uses the trigram index when
+// every CJK word has at least three CJK characters, else a substring
+// (LIKE) search whose terms are ORed, newest first; any other query uses
+// the unicode61 index, best match first. A query FTS5 cannot parse gives
+// no results, not an error.
+func (r *Reader) Search(ctx context.Context, q SearchQuery) ([]SearchResult, error) {
+	if strings.TrimSpace(q.Query) == "" {
+		return nil, nil
+	}
+	query := SanitizeFTS5Query(q.Query)
+	if query == "" {
+		return nil, nil
+	}
+	limit := q.Limit
+	if limit < 1 {
+		limit = defaultSearchLimit
+	}
+	offset := max(q.Offset, 0)
+	var out []SearchResult
+	err := r.readTx(ctx, func(tx *sql.Tx) error {
+		matches, err := find(ctx, tx, query, q, limit, offset)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return nil // a query FTS5 refuses (or that fails) finds nothing
+		}
+		for _, m := range matches {
+			m.Context = searchContext(ctx, tx, m)
+			out = append(out, m.SearchResult)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("search %q: %w", q.Query, err)
+	}
+	return out, nil
+}
+
+func find(ctx context.Context, tx *sql.Tx, query string, q SearchQuery, limit, offset int) ([]match, error) {
+	if !ContainsCJK(query) {
+		return ftsMatch(ctx, tx, "messages_fts", query, q, limit, offset)
+	}
+	raw := strings.TrimSpace(strings.Trim(query, `"`))
+	fields := strings.Fields(raw)
+	var terms []string
+	short := false
+	for _, f := range fields {
+		if isOperator(f) {
+			continue
+		}
+		terms = append(terms, f)
+		if ContainsCJK(f) && cjkCount(f) < 3 {
+			short = true
+		}
+	}
+	if cjkCount(raw) >= 3 && !short {
+		parts := make([]string, len(fields))
+		for i, f := range fields {
+			if isOperator(f) {
+				parts[i] = f
+			} else {
+				parts[i] = `"` + strings.ReplaceAll(f, `"`, `""`) + `"`
+			}
+		}
+		return ftsMatch(ctx, tx, "messages_fts_trigram", strings.Join(parts, " "), q, limit, offset)
+	}
+	if len(terms) == 0 {
+		terms = []string{raw}
+	}
+	return likeMatch(ctx, tx, terms, q, limit, offset)
+}
+
+func isOperator(word string) bool {
+	switch strings.ToUpper(word) {
+	case "AND", "OR", "NOT":
+		return true
+	}
+	return false
+}
+
+// cjkCount counts the characters ContainsCJK looks for.
+func cjkCount(s string) int {
+	n := 0
+	for _, r := range s {
+		if ContainsCJK(string(r)) {
+			n++
+		}
+	}
+	return n
+}
+
+// filters appends the source, exclusion and role conditions.
+func filters(q SearchQuery, where []string, args []any) ([]string, []any) {
+	if q.Sources != nil {
+		where = append(where, "s.source IN ("+placeholders(len(q.Sources))+")")
+		args = append(args, anySlice(q.Sources)...)
+	}
+	if q.ExcludeSources != nil {
+		where = append(where, "s.source NOT IN ("+placeholders(len(q.ExcludeSources))+")")
+		args = append(args, anySlice(q.ExcludeSources)...)
+	}
+	if len(q.Roles) > 0 {
+		where = append(where, "m.role IN ("+placeholders(len(q.Roles))+")")
+		args = append(args, anySlice(q.Roles)...)
+	}
+	return where, args
+}
+
+// ftsMatch queries one of the two FTS tables (a fixed name, never user
+// input) best match first.
+func ftsMatch(ctx context.Context, tx *sql.Tx, table, query string, q SearchQuery, limit, offset int) ([]match, error) {
+	where, args := filters(q, []string{table + " MATCH ?", "m.active = 1"}, []any{query})
+	args = append(args, limit, offset)
+	return scanResults(tx.QueryContext(ctx, `
+		SELECT m.id, m.session_id, m.role, snippet(`+table+`, 0, '>>>', '<<<', '...', 40) AS snippet,
+			m.content, m.timestamp, m.tool_name, s.source, s.model, s.started_at AS session_started
+		FROM `+table+`
+		JOIN messages m ON m.id = `+table+`.rowid
+		JOIN sessions s ON s.id = m.session_id
+		WHERE `+strings.Join(where, " AND ")+`
+		ORDER BY rank
+		LIMIT ? OFFSET ?`, args...))
+}
+
+// likeMatch is the substring search for short CJK terms, which neither
+// FTS index can match: any term in content, tool name or tool calls.
+func likeMatch(ctx context.Context, tx *sql.Tx, terms []string, q SearchQuery, limit, offset int) ([]match, error) {
+	clauses := make([]string, len(terms))
+	args := []any{terms[0]}
+	for i, t := range terms {
+		clauses[i] = `(m.content LIKE ? ESCAPE '\' OR m.tool_name LIKE ? ESCAPE '\' OR m.tool_calls LIKE ? ESCAPE '\')`
+		pattern := "%" + escapeLike(t) + "%"
+		args = append(args, pattern, pattern, pattern)
+	}
+	where, args := filters(q, []string{"(" + strings.Join(clauses, " OR ") + ")", "m.active = 1"}, args)
+	args = append(args, limit, offset)
+	return scanResults(tx.QueryContext(ctx, `
+		SELECT m.id, m.session_id, m.role, substr(m.content, max(1, instr(m.content, ?) - 40), 120) AS snippet,
+			m.content, m.timestamp, m.tool_name, s.source, s.model, s.started_at AS session_started
+		FROM messages m INDEXED BY hermes_idx_messages_timestamp
+		JOIN sessions s ON s.id = m.session_id
+		WHERE `+strings.Join(where, " AND ")+`
+		ORDER BY m.timestamp DESC, m.id DESC
+		LIMIT ? OFFSET ?`, args...))
+}
+
+func scanResults(rows *sql.Rows, err error) ([]match, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []match
+	for rows.Next() {
+		var m match
+		var snippet, toolName, model sql.NullString
+		if err := rows.Scan(&m.ID, &m.SessionID, &m.Role, &snippet, &m.content, &m.Timestamp, &toolName,
+			&m.Source, &model, &m.SessionStarted); err != nil {
+			return nil, err
+		}
+		m.Snippet, m.ToolName, m.Model = snippet.String, ptrOf(toolName), ptrOf(model)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// searchContext returns the active message before the match, the match,
+// and the one after, in the match's session by (timestamp, id); an error
+// gives no context, as in Hermes.
+func searchContext(ctx context.Context, tx *sql.Tx, res match) []ContextEntry {
+	entry := func(role string, content sql.NullString) ContextEntry {
+		return ContextEntry{Role: role, Content: firstRunes(previewText(decodeContent(content), " "), 200)}
+	}
+	neighbour := func(query string) ([]ContextEntry, error) {
+		var role string
+		var content sql.NullString
+		err := tx.QueryRowContext(ctx, query, res.SessionID, res.Timestamp, res.ID).Scan(&role, &content)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return []ContextEntry{entry(role, content)}, nil
+	}
+	before, err := neighbour(`SELECT role, content FROM messages
+		WHERE session_id = ? AND active = 1 AND (timestamp, id) < (?, ?)
+		ORDER BY timestamp DESC, id DESC LIMIT 1`)
+	if err != nil {
+		return []ContextEntry{}
+	}
+	after, err := neighbour(`SELECT role, content FROM messages
+		WHERE session_id = ? AND active = 1 AND (timestamp, id) > (?, ?)
+		ORDER BY timestamp, id LIMIT 1`)
+	if err != nil {
+		return []ContextEntry{}
+	}
+	out := append(before, entry(res.Role, res.content))
+	return append(out, after...)
+}
