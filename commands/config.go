@@ -29,6 +29,7 @@ func DefaultConfig() Config {
 		Policies:        domain.ResetPolicies{Default: domain.DefaultResetPolicy()},
 		Location:        time.UTC,
 		ResumeFreshness: time.Hour,
+		Queue:           QueueSettings{BusyInputMode: "interrupt", MaxItems: 32, TTL: 24 * time.Hour},
 	}
 }
 
