@@ -37,6 +37,7 @@ func TestCommands(t *testing.T) {
 		},
 		Location:        berlin,
 		ResumeFreshness: 90 * time.Second,
+		Queue:           commands.QueueSettings{BusyInputMode: "interrupt", MaxItems: 32, TTL: 24 * time.Hour},
 	}
 	opts := cmp.Options{
 		cmp.Comparer(func(a, b *time.Location) bool { return a.String() == b.String() }),
