@@ -98,7 +98,7 @@ func seedLanes(b *testing.B, store events.Store, n int) {
 // callers; it reports p50/p99 latency.
 func BenchmarkResolveExisting(b *testing.B) {
 	for _, lanes := range benchLanes() {
-		for _, conc := range []int{1, 16} {
+		for _, conc := range []int{1, 16, 64} {
 			b.Run(fmt.Sprintf("lanes=%d/callers=%d", lanes, conc), func(b *testing.B) {
 				store, err := sqlite.Open(filepath.Join(b.TempDir(), "events.db"))
 				if err != nil {

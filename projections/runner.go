@@ -77,39 +77,36 @@ func (r *Runner) CatchUp(ctx context.Context, progress func(done, total uint64))
 }
 
 // Run feeds every projection live until ctx is done (nil) or a projection
-// fails (the error; WaitFor callers get it too).
+// fails (the error; WaitFor callers get it too). One subscription, from
+// the lowest checkpoint, feeds them all: each event is read and decoded
+// once, and each projection skips what it has already applied.
 func (r *Runner) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make(chan error, len(r.projections))
-	for _, p := range r.projections {
-		go func() { errs <- r.follow(ctx, p) }()
+	err := r.follow(ctx)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		r.fail(err)
+		return err
 	}
-	var first error
-	for range r.projections {
-		if err := <-errs; err != nil && first == nil && !errors.Is(err, context.Canceled) {
-			first = err
-			r.fail(err)
-			cancel()
-		}
-	}
-	return first
+	return nil
 }
 
-// follow subscribes one projection from its checkpoint and applies batches:
-// whatever has arrived, up to MaxBatch, goes into one transaction.
-func (r *Runner) follow(ctx context.Context, p Projection) error {
-	pos, err := p.Checkpoint(ctx)
-	if err != nil {
-		return fmt.Errorf("%s: %w", p.Name(), err)
+func (r *Runner) follow(ctx context.Context) error {
+	from := uint64(0)
+	caught := make([]bool, len(r.projections))
+	for i, p := range r.projections {
+		pos, err := p.Checkpoint(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.Name(), err)
+		}
+		r.setApplied(p.Name(), pos)
+		if i == 0 || pos < from {
+			from = pos
+		}
 	}
-	r.setApplied(p.Name(), pos)
-	sub, err := r.store.Subscribe(ctx, pos)
+	sub, err := r.store.Subscribe(ctx, from)
 	if err != nil {
-		return fmt.Errorf("%s: subscribe: %w", p.Name(), err)
+		return fmt.Errorf("subscribe: %w", err)
 	}
 	defer sub.Close()
-	caughtUp := false
 	batch := make([]events.Envelope, 0, MaxBatch)
 	for {
 		batch = batch[:0]
@@ -119,7 +116,7 @@ func (r *Runner) follow(ctx context.Context, p Projection) error {
 		case env, ok := <-sub.Events():
 			if !ok {
 				if err := sub.Err(); err != nil {
-					return fmt.Errorf("%s: subscription: %w", p.Name(), err)
+					return fmt.Errorf("subscription: %w", err)
 				}
 				return ctx.Err()
 			}
@@ -137,18 +134,22 @@ func (r *Runner) follow(ctx context.Context, p Projection) error {
 				break fill
 			}
 		}
-		if err := p.Apply(ctx, batch); err != nil {
-			if ctx.Err() != nil {
-				// Cancelled mid-batch: the transaction rolled back and the
-				// checkpoint did not move, so nothing is lost.
-				return ctx.Err()
+		last := batch[len(batch)-1].Position
+		for i, p := range r.projections {
+			if err := p.Apply(ctx, batch); err != nil {
+				if ctx.Err() != nil {
+					// Cancelled mid-batch: the transaction rolled back and
+					// the checkpoint did not move, so nothing is lost.
+					return ctx.Err()
+				}
+				return fmt.Errorf("%s: apply: %w", p.Name(), err)
 			}
-			return fmt.Errorf("%s: apply: %w", p.Name(), err)
-		}
-		r.setApplied(p.Name(), batch[len(batch)-1].Position)
-		if !caughtUp && len(sub.Events()) == 0 {
-			if head, err := r.store.Head(ctx); err == nil && head <= batch[len(batch)-1].Position {
-				caughtUp = true
+			r.setApplied(p.Name(), last)
+			if caught[i] || len(sub.Events()) > 0 {
+				continue
+			}
+			if head, err := r.store.Head(ctx); err == nil && head <= last {
+				caught[i] = true
 				if c, ok := p.(Caught); ok {
 					if err := c.CaughtUp(ctx); err != nil {
 						return fmt.Errorf("%s: %w", p.Name(), err)

@@ -17,20 +17,62 @@ import (
 // nobody mistakes the routing index for the session list (Hermes #49361).
 const SessionsJSONReadme = "Gateway routing index ONLY: maps messaging session keys (agent:main:<platform>:...) to active session IDs. This is NOT the session list. Browse sessions with `hermes sessions list` or the state.db transcripts; this file is rewritten by hermes from its event log and edits to it are lost."
 
-// export writes the compatibility files that changed.
-func (p *Projection) export(ctx context.Context, failures bool) error {
-	if p.dirtyJSON && p.exports.SessionsJSON != "" {
-		if time.Since(p.lastExport) < p.exports.MinInterval {
-			return nil
+// requestExport wakes the exporter (never blocks).
+func (p *Projection) requestExport() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// exportDutyCycle bounds the share of time spent writing sessions.json: a
+// rewrite of every lane costs O(lanes), so after an export that took d the
+// next one waits at least exportDutyCycle·d (and MinInterval).
+const exportDutyCycle = 10
+
+// exporter writes the compatibility files after batches that changed them,
+// at most once per MinInterval for sessions.json, and never busier than one
+// tenth of the time.
+func (p *Projection) exporter() {
+	defer close(p.exporterDone)
+	var last time.Time
+	var took time.Duration
+	for {
+		select {
+		case <-p.stopExporter:
+			return
+		case <-p.kick:
 		}
+		gap := max(p.exports.MinInterval, exportDutyCycle*took)
+		if wait := gap - time.Since(last); wait > 0 && p.dirtyJSON.Load() {
+			select {
+			case <-p.stopExporter:
+				return
+			case <-time.After(wait):
+			}
+		}
+		last = time.Now()
+		if err := p.export(context.Background()); err != nil {
+			// The next batch retries; the read model itself is unaffected.
+			p.dirtyJSON.Store(true)
+		}
+		took = time.Since(last)
+	}
+}
+
+// export writes the compatibility files that changed.
+func (p *Projection) export(ctx context.Context) error {
+	p.exportMu.Lock()
+	defer p.exportMu.Unlock()
+	if p.dirtyJSON.Swap(false) && p.exports.SessionsJSON != "" {
 		if err := p.writeSessionsJSON(ctx); err != nil {
+			p.dirtyJSON.Store(true)
 			return err
 		}
-		p.lastExport = time.Now()
 	}
-	p.dirtyJSON = false
-	if failures && p.exports.RestartFailureCounts != "" {
+	if p.dirtyCounts.Swap(false) && p.exports.RestartFailureCounts != "" {
 		if err := p.writeRestartFailureCounts(ctx); err != nil {
+			p.dirtyCounts.Store(true)
 			return err
 		}
 	}
@@ -39,11 +81,9 @@ func (p *Projection) export(ctx context.Context, failures bool) error {
 
 // Flush writes the compatibility files now.
 func (p *Projection) Flush(ctx context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.dirtyJSON = true
-	p.lastExport = time.Time{}
-	return p.export(ctx, true)
+	p.dirtyJSON.Store(true)
+	p.dirtyCounts.Store(true)
+	return p.export(ctx)
 }
 
 func (p *Projection) writeSessionsJSON(ctx context.Context) error {

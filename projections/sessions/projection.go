@@ -9,7 +9,9 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite"
@@ -50,10 +52,19 @@ type Projection struct {
 	db      *sql.DB
 	exports Exports
 
-	mu         sync.Mutex // serialises Apply and exports
-	caughtUp   bool
-	dirtyJSON  bool
-	lastExport time.Time
+	mu       sync.Mutex // serialises Apply
+	caughtUp bool
+
+	// The compatibility files are written by a goroutine of their own, so a
+	// large sessions.json never holds up the projection (and with it the
+	// API's read-your-writes).
+	exportMu     sync.Mutex // serialises writes of the files
+	dirtyJSON    atomic.Bool
+	dirtyCounts  atomic.Bool
+	kick         chan struct{}
+	stopExporter chan struct{}
+	exporterDone chan struct{}
+	exporterOnce sync.Once
 }
 
 var _ projections.Projection = (*Projection)(nil)
@@ -82,14 +93,21 @@ func Open(path string, exports Exports) (*Projection, error) {
 		db.Close()
 		return nil, fmt.Errorf("open sessions read model %s: %w", path, err)
 	}
-	return &Projection{db: db, exports: exports}, nil
+	return &Projection{db: db, exports: exports, kick: make(chan struct{}, 1),
+		stopExporter: make(chan struct{}), exporterDone: make(chan struct{})}, nil
 }
 
 // Name implements projections.Projection.
 func (p *Projection) Name() string { return Name }
 
-// Close implements projections.Projection.
-func (p *Projection) Close() error { return p.db.Close() }
+// Close implements projections.Projection. Pending exports are dropped;
+// call Flush first to write them.
+func (p *Projection) Close() error {
+	close(p.stopExporter)
+	p.exporterOnce.Do(func() { close(p.exporterDone) })
+	<-p.exporterDone
+	return p.db.Close()
+}
 
 // Checkpoint implements projections.Projection: a read model written by
 // another version of this projection is dropped and rebuilt.
@@ -133,6 +151,9 @@ func (p *Projection) reset(ctx context.Context) error {
 type batchState struct {
 	rows     map[string]*Row
 	dirty    map[string]bool
+	// touchOnly: the lane existed before the batch and only Touched events
+	// changed it, so a narrow UPDATE replaces the full row write.
+	touchOnly map[string]bool
 	failures map[string]int
 	touched  map[string]bool // failure counters changed
 }
@@ -154,7 +175,10 @@ func (p *Projection) Apply(ctx context.Context, batch []events.Envelope) error {
 	}
 	defer tx.Rollback()
 
-	st := batchState{rows: map[string]*Row{}, dirty: map[string]bool{}, failures: map[string]int{}, touched: map[string]bool{}}
+	st := batchState{rows: map[string]*Row{}, dirty: map[string]bool{}, touchOnly: map[string]bool{}, failures: map[string]int{}, touched: map[string]bool{}}
+	if err := st.preload(ctx, tx, batch, checkpoint); err != nil {
+		return err
+	}
 	last := checkpoint
 	for _, env := range batch {
 		if env.Position <= checkpoint {
@@ -186,10 +210,13 @@ func (p *Projection) Apply(ctx context.Context, batch []events.Envelope) error {
 		return fmt.Errorf("apply: commit: %w", err)
 	}
 	if len(st.dirty) > 0 {
-		p.dirtyJSON = true
+		p.dirtyJSON.Store(true)
+	}
+	if len(st.touched) > 0 {
+		p.dirtyCounts.Store(true)
 	}
 	if p.caughtUp {
-		return p.export(ctx, len(st.touched) > 0)
+		p.requestExport()
 	}
 	return nil
 }
@@ -201,6 +228,12 @@ func (p *Projection) applyLane(ctx context.Context, tx *sql.Tx, st *batchState, 
 	}
 	if env.Version <= row.Version {
 		return nil
+	}
+	_, isTouch := env.Event.(events.Touched)
+	if !st.dirty[key] {
+		st.touchOnly[key] = isTouch && row.Version > 0
+	} else if !isTouch {
+		st.touchOnly[key] = false
 	}
 	row.Lane = domain.Evolve(row.Lane, env.Event)
 	row.Version = env.Version
@@ -258,6 +291,51 @@ func (st *batchState) row(ctx context.Context, tx *sql.Tx, key string) (*Row, er
 	return &r, nil
 }
 
+// preloadChunk bounds the parameters of one IN (...) query.
+const preloadChunk = 400
+
+// preload reads the rows of every lane the batch touches in a few queries
+// instead of one per lane.
+func (st *batchState) preload(ctx context.Context, tx *sql.Tx, batch []events.Envelope, checkpoint uint64) error {
+	var keys []string
+	seen := map[string]bool{}
+	for _, env := range batch {
+		if env.Position <= checkpoint {
+			continue
+		}
+		if key, ok := events.SessionKeyOf(env.Stream); ok && !seen[key] {
+			seen[key] = true
+			keys = append(keys, key)
+		}
+	}
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), preloadChunk)]
+		keys = keys[len(chunk):]
+		args := make([]any, len(chunk))
+		for i, k := range chunk {
+			args[i] = k
+			empty := Row{}
+			st.rows[k] = &empty
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+laneColumns+` FROM lanes WHERE session_key IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`, args...)
+		if err != nil {
+			return fmt.Errorf("load lanes: %w", err)
+		}
+		for rows.Next() {
+			r, err := scanLane(rows)
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("load lanes: %w", err)
+			}
+			st.rows[r.Lane.SessionKey] = &r
+		}
+		if err := rows.Close(); err != nil {
+			return fmt.Errorf("load lanes: %w", err)
+		}
+	}
+	return nil
+}
+
 func (st *batchState) failureCount(ctx context.Context, tx *sql.Tx, key string) (int, error) {
 	if n, ok := st.failures[key]; ok {
 		return n, nil
@@ -291,7 +369,18 @@ func writeRows(ctx context.Context, tx *sql.Tx, st *batchState) error {
 			return fmt.Errorf("apply: %w", err)
 		}
 		defer stmt.Close()
+		touch, err := tx.PrepareContext(ctx, `UPDATE lanes SET version = ?, updated_at = ?, last_prompt_tokens = ? WHERE session_key = ?`)
+		if err != nil {
+			return fmt.Errorf("apply: %w", err)
+		}
+		defer touch.Close()
 		for key := range st.dirty {
+			if r := st.rows[key]; st.touchOnly[key] {
+				if _, err := touch.ExecContext(ctx, int64(r.Version), nanos(r.Lane.UpdatedAt), r.Lane.LastPromptTokens, key); err != nil {
+					return fmt.Errorf("apply: touch lane %s: %w", key, err)
+				}
+				continue
+			}
 			vals, err := laneValues(*st.rows[key])
 			if err != nil {
 				return err
@@ -319,8 +408,15 @@ func writeRows(ctx context.Context, tx *sql.Tx, st *batchState) error {
 // catch-up are written now, and after every batch from here on.
 func (p *Projection) CaughtUp(ctx context.Context) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	first := !p.caughtUp
 	p.caughtUp = true
-	p.dirtyJSON = true
-	return p.export(ctx, true)
+	p.mu.Unlock()
+	if !first {
+		return nil
+	}
+	if err := p.Flush(ctx); err != nil {
+		return err
+	}
+	p.exporterOnce.Do(func() { go p.exporter() })
+	return nil
 }

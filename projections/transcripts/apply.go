@@ -204,6 +204,11 @@ func (p *Projection) Apply(ctx context.Context, batch []events.Envelope) (err er
 			continue
 		}
 		last = env.Position
+		if !affectsTranscripts(env.Event) {
+			// Touches, turns, queue and gateway events leave state.db as
+			// it is: no version to guard, nothing to write.
+			continue
+		}
 		fresh, err := a.guard(env)
 		if err != nil {
 			return fmt.Errorf("apply position %d (%s v%d): %w", env.Position, env.Stream, env.Version, err)
@@ -311,6 +316,18 @@ func (a *applier) flushVersions() error {
 		}
 	}
 	return nil
+}
+
+// affectsTranscripts reports whether state.db changes with e.
+func affectsTranscripts(e events.Event) bool {
+	switch e.(type) {
+	case events.MessageAppended, events.SessionCreated, events.SessionAutoReset, events.SessionReset,
+		events.SessionSwitched, events.TranscriptRewritten, events.TurnsRewound, events.TitleSet,
+		events.SessionMetadataUpdated, events.TranscriptCleared, events.TranscriptDeleted,
+		events.TranscriptEnded, events.TranscriptReopened:
+		return true
+	}
+	return false
 }
 
 func (a *applier) apply(env events.Envelope) error {
