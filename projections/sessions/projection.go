@@ -149,13 +149,13 @@ func (p *Projection) reset(ctx context.Context) error {
 
 // batchState is what one Apply has loaded and changed.
 type batchState struct {
-	rows     map[string]*Row
-	dirty    map[string]bool
+	rows  map[string]*Row
+	dirty map[string]bool
 	// touchOnly: the lane existed before the batch and only Touched events
 	// changed it, so a narrow UPDATE replaces the full row write.
 	touchOnly map[string]bool
-	failures map[string]int
-	touched  map[string]bool // failure counters changed
+	failures  map[string]int
+	touched   map[string]bool // failure counters changed
 }
 
 // Apply implements projections.Projection.
