@@ -287,6 +287,10 @@ func (k *keyedMutex) lock(key string) (unlock func()) {
 	}
 }
 
+// maxCachedLanes bounds the lane cache (about 600 bytes a lane): past it,
+// an arbitrary eighth of the entries is dropped and reloaded on demand.
+const maxCachedLanes = 50_000
+
 // laneCache holds lane states this process has loaded or written. It is
 // never trusted over the store: every append carries the cached version as
 // its expectation, and a conflict drops the entry.
@@ -310,6 +314,16 @@ func (c *laneCache) put(stream string, st laneState) {
 	}
 	if cur, ok := c.lanes[stream]; ok && cur.version > st.version {
 		return
+	}
+	if _, ok := c.lanes[stream]; !ok && len(c.lanes) >= maxCachedLanes {
+		drop := maxCachedLanes / 8
+		for k := range c.lanes {
+			if drop == 0 {
+				break
+			}
+			delete(c.lanes, k)
+			drop--
+		}
 	}
 	c.lanes[stream] = st
 }

@@ -38,39 +38,60 @@ func NewRunner(store events.Store, ps ...Projection) *Runner {
 func (r *Runner) Projections() []Projection { return r.projections }
 
 // CatchUp applies everything up to the store's head at the time of the call,
-// reporting progress (applied, head) to progress when it is not nil.
+// reporting progress (the slowest projection's position, head) to progress
+// when it is not nil. The projections catch up side by side, each on its
+// own goroutine (and core).
 func (r *Runner) CatchUp(ctx context.Context, progress func(done, total uint64)) error {
 	head, err := r.store.Head(ctx)
 	if err != nil {
 		return fmt.Errorf("catch up: %w", err)
 	}
+	var mu sync.Mutex
+	report := func() {
+		if progress == nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		progress(r.Applied(), head)
+	}
+	errs := make(chan error, len(r.projections))
 	for _, p := range r.projections {
-		pos, err := p.Checkpoint(ctx)
+		go func() { errs <- r.catchUp(ctx, p, head, report) }()
+	}
+	var first error
+	for range r.projections {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (r *Runner) catchUp(ctx context.Context, p Projection, head uint64, report func()) error {
+	pos, err := p.Checkpoint(ctx)
+	if err != nil {
+		return fmt.Errorf("catch up %s: %w", p.Name(), err)
+	}
+	for pos < head {
+		batch, err := r.store.ReadAll(ctx, pos, MaxBatch)
 		if err != nil {
 			return fmt.Errorf("catch up %s: %w", p.Name(), err)
 		}
-		for pos < head {
-			batch, err := r.store.ReadAll(ctx, pos, MaxBatch)
-			if err != nil {
-				return fmt.Errorf("catch up %s: %w", p.Name(), err)
-			}
-			if len(batch) == 0 {
-				break
-			}
-			if err := p.Apply(ctx, batch); err != nil {
-				return fmt.Errorf("catch up %s: %w", p.Name(), err)
-			}
-			pos = batch[len(batch)-1].Position
-			r.setApplied(p.Name(), pos)
-			if progress != nil {
-				progress(pos, head)
-			}
+		if len(batch) == 0 {
+			break
 		}
+		if err := p.Apply(ctx, batch); err != nil {
+			return fmt.Errorf("catch up %s: %w", p.Name(), err)
+		}
+		pos = batch[len(batch)-1].Position
 		r.setApplied(p.Name(), pos)
-		if c, ok := p.(Caught); ok {
-			if err := c.CaughtUp(ctx); err != nil {
-				return fmt.Errorf("catch up %s: %w", p.Name(), err)
-			}
+		report()
+	}
+	r.setApplied(p.Name(), pos)
+	if c, ok := p.(Caught); ok {
+		if err := c.CaughtUp(ctx); err != nil {
+			return fmt.Errorf("catch up %s: %w", p.Name(), err)
 		}
 	}
 	return nil

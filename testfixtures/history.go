@@ -112,7 +112,9 @@ func GenerateHistory(o HistoryOptions, emit func(Batch) error) error {
 				l.open = false
 				e = events.TurnCompleted{TurnID: fmt.Sprintf("turn_%d", l.turn), SessionID: l.session,
 					InputTokens: int64(100 + rng.IntN(900)), OutputTokens: int64(10 + rng.IntN(300)), At: t}
-			case r == 9 && !l.open:
+			case r == 9 && !l.open && rng.IntN(5) == 0:
+				// A reset is rare next to the turns and touches of a
+				// conversation: about 0.6% of all events.
 				prev := l.session
 				l.session = newSession(t)
 				e = events.SessionAutoReset{SessionKey: l.key, SessionID: l.session, PreviousSessionID: prev, Reason: events.AutoResetIdle,

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -99,16 +98,7 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-// gcPercent is the garbage collector's target for hermes serve: the heap
-// is small (lane states, caches), so trading some memory for less GC work
-// buys throughput (measured: +13% resolves/s at 64 clients). GOGC and
-// GOMEMLIMIT still win when set.
-const gcPercent = 400
-
 func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercent)
-	}
 	log, err := newLogger(stderr, s.logLevel)
 	if err != nil {
 		return err

@@ -414,9 +414,11 @@ func (p *Projection) CaughtUp(ctx context.Context) error {
 	if !first {
 		return nil
 	}
-	if err := p.Flush(ctx); err != nil {
-		return err
-	}
+	// The first export after catch-up runs in the background too: a
+	// sessions.json of every lane must not delay readiness.
+	p.dirtyJSON.Store(true)
+	p.dirtyCounts.Store(true)
 	p.exporterOnce.Do(func() { go p.exporter() })
+	p.requestExport()
 	return nil
 }

@@ -197,6 +197,9 @@ func TestProjection_StuckLoopCounters(t *testing.T) {
 	if len(stuck) != 1 || stuck[0] != a.Lane.SessionKey {
 		t.Fatalf("StuckLanes = %v, want [%s]", stuck, a.Lane.SessionKey)
 	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	raw, err := os.ReadFile(countsPath)
 	if err != nil {
 		t.Fatal(err)

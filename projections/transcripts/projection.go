@@ -40,7 +40,7 @@ const (
 
 const (
 	busyTimeout = 5 * time.Second
-	maxReaders  = 8
+	maxReaders  = 4
 )
 
 //go:embed schema.sql
@@ -130,11 +130,11 @@ func dsn(path string, readOnly bool) string {
 		q.Add("_pragma", "query_only(1)")
 		// Ranking reads a docsize row per match: a bigger cache keeps
 		// them in memory for the next search.
-		q.Add("_pragma", "cache_size(-16384)")
+		q.Add("_pragma", "cache_size(-8192)")
 	} else {
 		q.Add("_pragma", "foreign_keys(1)")
 		q.Add("_pragma", "synchronous(NORMAL)")
-		q.Add("_pragma", "cache_size(-65536)")
+		q.Add("_pragma", "cache_size(-32768)")
 		q.Add("_pragma", "temp_store(MEMORY)")
 		q.Set("_txlock", "immediate")
 	}

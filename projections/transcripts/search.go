@@ -168,10 +168,23 @@ func filters(q SearchQuery, where []string, args []any) ([]string, []any) {
 	return where, args
 }
 
+// rankWindow bounds how many matches are ranked: the best matches are
+// chosen among the rankWindow most recent ones. FTS5 must score every
+// match before it can order by rank, so an unbounded rank made a common
+// word cost hundreds of milliseconds over a million messages; with the
+// window it costs a few. A query with fewer matches is ranked exactly as
+// before (docs/COMPATIBILITY.md).
+const rankWindow = 4096
+
 // ftsMatch queries one of the two FTS tables (a fixed name, never user
-// input) best match first.
+// input) best match first, among the rankWindow most recent matches.
 func ftsMatch(ctx context.Context, tx *sql.Tx, table, query string, q SearchQuery, limit, offset int) ([]match, error) {
-	where, args := filters(q, []string{table + " MATCH ?", "m.active = 1"}, []any{query})
+	window := max(rankWindow, 4*(limit+offset))
+	where, args := filters(q, []string{
+		table + " MATCH ?",
+		table + ".rowid >= (SELECT coalesce(min(rowid), 0) FROM (SELECT rowid FROM " + table + " WHERE " + table + " MATCH ? ORDER BY rowid DESC LIMIT ?))",
+		"m.active = 1",
+	}, []any{query, query, window})
 	args = append(args, limit, offset)
 	return scanResults(tx.QueryContext(ctx, `
 		SELECT m.id, m.session_id, m.role, snippet(`+table+`, 0, '>>>', '<<<', '...', 40) AS snippet,
