@@ -121,11 +121,7 @@ func (s *Server) getTranscriptSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	row, err := s.Transcripts.Session(r.Context(), id)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, row)
+	s.reply(w, r, row, err)
 }
 
 func (s *Server) appendMessage(w http.ResponseWriter, r *http.Request) {
@@ -393,11 +389,7 @@ func (s *Server) patchTranscriptSession(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	row, err := s.Transcripts.Session(r.Context(), id)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, row)
+	s.reply(w, r, row, err)
 }
 
 func (s *Server) deleteTranscript(w http.ResponseWriter, r *http.Request) {
@@ -548,11 +540,7 @@ func (s *Server) lineage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	l, err := s.Transcripts.Lineage(r.Context(), id)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, l)
+	s.reply(w, r, l, err)
 }
 
 func (s *Server) recentTranscripts(w http.ResponseWriter, r *http.Request) {
@@ -581,11 +569,7 @@ func (s *Server) exportSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := s.Transcripts.ExportSession(r.Context(), id)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	s.reply(w, r, out, err)
 }
 
 func (s *Server) exportAll(w http.ResponseWriter, r *http.Request) {
