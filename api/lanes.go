@@ -181,10 +181,12 @@ func (s *Server) touch(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) startTurn(w http.ResponseWriter, r *http.Request) {
-	if s.Draining() {
+	release, ok := s.admitTurn()
+	if !ok {
 		s.writeError(w, r, errDraining)
 		return
 	}
+	defer release()
 	key, err := pathKey(r)
 	if err != nil {
 		s.writeError(w, r, err)

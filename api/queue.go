@@ -99,10 +99,12 @@ type queuedItem struct {
 }
 
 func (s *Server) takeQueued(w http.ResponseWriter, r *http.Request) {
-	if s.Draining() {
+	release, ok := s.admitTurn()
+	if !ok {
 		s.writeError(w, r, fmt.Errorf("%w; queued items are kept for the next start", errDraining))
 		return
 	}
+	defer release()
 	key, err := pathKey(r)
 	if err != nil {
 		s.writeError(w, r, err)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,8 +57,12 @@ type Server struct {
 	Deps
 	log *slog.Logger
 
-	ready              atomic.Bool
-	draining           atomic.Bool
+	ready    atomic.Bool
+	draining atomic.Bool
+	// turnGate makes "not draining, so start the turn" atomic with the
+	// drain: turn starts hold it shared, SetDraining(true) exclusively, so
+	// once the drain looks for open turns no new one can appear.
+	turnGate           sync.RWMutex
 	transcriptCommands *commands.TranscriptCommands
 	// written is the highest position appended through this server: queries
 	// wait until the projections have applied it (read your writes).
@@ -78,8 +83,24 @@ func New(deps Deps) *Server {
 // SetReady marks recovery and catch-up done (/readyz).
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 
-// SetDraining stops (or resumes) accepting new turns.
-func (s *Server) SetDraining(draining bool) { s.draining.Store(draining) }
+// SetDraining stops (or resumes) accepting new turns; it returns once every
+// turn start already admitted has been recorded.
+func (s *Server) SetDraining(draining bool) {
+	s.turnGate.Lock()
+	defer s.turnGate.Unlock()
+	s.draining.Store(draining)
+}
+
+// admitTurn holds off the drain while a turn start is being recorded; ok is
+// false when hermes is draining.
+func (s *Server) admitTurn() (release func(), ok bool) {
+	s.turnGate.RLock()
+	if s.Draining() {
+		s.turnGate.RUnlock()
+		return nil, false
+	}
+	return s.turnGate.RUnlock, true
+}
 
 // Draining reports whether new turns are refused.
 func (s *Server) Draining() bool { return s.draining.Load() }
@@ -101,6 +122,7 @@ func (s *Server) Handler() http.Handler {
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.auth)
 		r.Use(s.limitBody)
+		r.Use(s.checkIdempotencyKey)
 		s.laneRoutes(r)
 		s.eventRoutes(r)
 		s.transcriptRoutes(r)
@@ -262,12 +284,19 @@ func (s *Server) fresh(ctx context.Context) error {
 	return nil
 }
 
+// maxIdempotencyKey bounds the Idempotency-Key header.
+const maxIdempotencyKey = 200
+
 // commandID is the client's Idempotency-Key, so a retried request is
-// applied once.
-func commandID(r *http.Request) string {
-	id := r.Header.Get("Idempotency-Key")
-	if len(id) > 200 {
-		return ""
-	}
-	return id
+// applied once. checkIdempotencyKey refuses an oversized one up front.
+func commandID(r *http.Request) string { return r.Header.Get("Idempotency-Key") }
+
+func (s *Server) checkIdempotencyKey(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.Header.Get("Idempotency-Key")) > maxIdempotencyKey {
+			s.writeError(w, r, fmt.Errorf("%w: Idempotency-Key longer than %d bytes", errBadRequest, maxIdempotencyKey))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

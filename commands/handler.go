@@ -104,6 +104,15 @@ func (h *Handler) execute(ctx context.Context, key, command, commandID string, d
 		}
 		decided, err := decide(st.lane, h.now())
 		if err != nil {
+			// A refusal must not rest on a stale cache (another process may
+			// have appended): decide again on the fresh lane if it moved.
+			fresh, ferr := h.refresh(ctx, stream, st)
+			if ferr != nil {
+				return LaneResult{}, fmt.Errorf("%s %s: %w", command, key, ferr)
+			}
+			if fresh.version != st.version {
+				continue
+			}
 			return LaneResult{Lane: st.lane, Version: st.version}, err
 		}
 		if len(decided) == 0 {

@@ -34,7 +34,11 @@ func (rt *runtime) recover(ctx context.Context) error {
 		return err
 	}
 	clean := !prev.Started || prev.Stopped && prev.Clean
-	if rt.consumeCleanShutdownMarker() {
+	// The marker stands in for a clean stop only when the log does not say
+	// the previous run died: a run that started and never stopped crashed,
+	// whatever file is lying around.
+	crashed := prev.Started && !prev.Stopped
+	if rt.consumeCleanShutdownMarker() && !crashed {
 		if _, err := rt.handler.RecordGateway(ctx, events.MarkerHonoured{At: rt.now()}, ""); err != nil {
 			return err
 		}
@@ -66,6 +70,10 @@ func (rt *runtime) consumeCleanShutdownMarker() bool {
 	if err := os.Remove(path); err != nil {
 		rt.log.Warn("could not consume .clean_shutdown; treating the previous run as unclean", "err", err)
 		return false
+	}
+	if d, err := os.Open(rt.home.dir); err == nil {
+		d.Sync() // the removal must survive a power loss, or the marker could count twice
+		d.Close()
 	}
 	rt.log.Info("previous run exited cleanly (.clean_shutdown) — skipping session recovery")
 	return true
@@ -166,28 +174,37 @@ const drainPoll = 50 * time.Millisecond
 func (rt *runtime) drain(ctx context.Context, restarting bool) bool {
 	ctx = context.WithoutCancel(ctx)
 	rt.server.SetDraining(true)
+	// failed: the drain could not see the open turns; the stop is then
+	// not clean, so the next start recovers instead of trusting it.
+	failed := false
 	if err := rt.caughtUp(ctx); err != nil {
 		rt.log.Error("drain: read model", "err", err)
+		failed = true
 	}
 	open, err := rt.openLanes(ctx)
 	if err != nil {
 		rt.log.Error("drain: open turns", "err", err)
+		failed = true
 	}
 	if _, err := rt.handler.RecordGateway(ctx, events.DrainStarted{Restart: restarting, OpenLanes: nonNilKeys(open), At: rt.now()}, ""); err != nil {
 		rt.log.Error("drain: record start", "err", err)
 	}
 	deadline := time.Now().Add(rt.cfg.Agent.RestartDrainTimeout)
-	for len(open) > 0 && time.Now().Before(deadline) {
+	for len(open) > 0 && !failed && time.Now().Before(deadline) {
 		rt.log.Info("draining: waiting for turns to complete", "open", len(open), "left", time.Until(deadline).Round(time.Second))
 		time.Sleep(min(drainPoll, time.Until(deadline)))
 		if err := rt.caughtUp(ctx); err != nil {
 			rt.log.Error("drain: read model", "err", err)
+			failed = true
 			break
 		}
-		if open, err = rt.openLanes(ctx); err != nil {
+		still, err := rt.openLanes(ctx)
+		if err != nil {
 			rt.log.Error("drain: open turns", "err", err)
+			failed = true
 			break
 		}
+		open = still
 	}
 	reason := events.ResumeShutdownTimeout
 	if restarting {
@@ -198,13 +215,14 @@ func (rt *runtime) drain(ctx context.Context, restarting bool) bool {
 			rt.log.Error("drain: interrupt turn", "session_key", key, "err", err)
 		}
 	}
-	if _, err := rt.handler.RecordGateway(ctx, events.DrainFinished{TimedOut: len(open) > 0, OpenLanes: nonNilKeys(open), At: rt.now()}, ""); err != nil {
+	timedOut := len(open) > 0 || failed
+	if _, err := rt.handler.RecordGateway(ctx, events.DrainFinished{TimedOut: timedOut, OpenLanes: nonNilKeys(open), At: rt.now()}, ""); err != nil {
 		rt.log.Error("drain: record finish", "err", err)
 	}
 	if len(open) > 0 {
 		rt.log.Warn("drain timed out: open turns marked to resume", "lanes", open, "reason", reason)
 	}
-	return len(open) == 0
+	return !timedOut
 }
 
 // finish records the stop and, only after a completed drain, writes Hermes'

@@ -106,14 +106,3 @@ func runSearch(ctx context.Context, g *globalFlags, query string, o searchOption
 	}
 	return nil
 }
-
-// transcriptService opens the state.db reader the API queries.
-func (rt *runtime) transcriptService() *transcripts.Reader {
-	r, err := transcripts.OpenReader(rt.home.stateDB())
-	if err != nil {
-		rt.log.Error("open state.db reader: transcript endpoints disabled", "err", err)
-		return nil
-	}
-	rt.reader = r
-	return r
-}

@@ -140,7 +140,7 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 		Store:           rt.store,
 		Runner:          rt.runner,
 		Lanes:           rt.lanes,
-		Transcripts:     rt.transcriptService(),
+		Transcripts:     rt.reader,
 		Clock:           clock,
 		Token:           s.cfg.API.Token,
 		MaxBodyBytes:    s.cfg.API.MaxBodyBytes,
@@ -179,6 +179,9 @@ func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
 	if rt.state, err = transcripts.Open(rt.home.stateDB()); err != nil {
 		return err
 	}
+	if rt.reader, err = transcripts.OpenReader(rt.home.stateDB()); err != nil {
+		return err
+	}
 	rt.runner = projections.NewRunner(rt.raw, rt.lanes, rt.state)
 	start := time.Now()
 	if err := rt.runner.CatchUp(ctx, progressReporter(stderr, "catching up")); err != nil {
@@ -210,7 +213,9 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 	if rt.debugAddr != "" {
 		go serveDebug(rt.debugAddr, rt.log)
 	}
-	runCtx, stopRunner := context.WithCancel(ctx)
+	// The runner outlives a cancelled ctx: the drain still needs the read
+	// models; it is stopped explicitly after the stop is recorded.
+	runCtx, stopRunner := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRunner()
 	runnerDone := make(chan error, 1)
 	go func() { runnerDone <- rt.runner.Run(runCtx) }()
