@@ -129,28 +129,9 @@ func (r *Reader) ResolveSessionID(ctx context.Context, prefix string) (string, e
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx,
+		id, err = uniqueMatch(ctx, tx,
 			`SELECT id FROM sessions WHERE id LIKE ? ESCAPE '\' ORDER BY started_at DESC LIMIT 2`, escapeLike(prefix)+"%")
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		var found []string
-		for rows.Next() {
-			var s string
-			if err := rows.Scan(&s); err != nil {
-				return err
-			}
-			found = append(found, s)
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if len(found) != 1 {
-			return ErrNotFound
-		}
-		id = found[0]
-		return nil
+		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("resolve session %q: %w", prefix, err)
@@ -440,4 +421,30 @@ func (r *Reader) PrunableSessions(ctx context.Context, olderThan time.Duration, 
 		return nil, fmt.Errorf("prunable sessions: %w", err)
 	}
 	return ids, nil
+}
+
+// uniqueMatch runs a query that selects at most two session ids and
+// returns the id when exactly one matched, else ErrNotFound (none, or
+// ambiguous).
+func uniqueMatch(ctx context.Context, tx *sql.Tx, query string, args ...any) (string, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var found []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return "", err
+		}
+		found = append(found, s)
+	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	if len(found) != 1 {
+		return "", ErrNotFound
+	}
+	return found[0], nil
 }

@@ -123,28 +123,9 @@ func (r *Reader) ResolveTitle(ctx context.Context, title string) (string, error)
 		if title == "" {
 			return ErrNotFound
 		}
-		rows, err := tx.QueryContext(ctx,
+		id, err = uniqueMatch(ctx, tx,
 			`SELECT id FROM sessions WHERE title LIKE ? ESCAPE '\' LIMIT 2`, escapeLike(title)+"%")
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		var found []string
-		for rows.Next() {
-			var s string
-			if err := rows.Scan(&s); err != nil {
-				return err
-			}
-			found = append(found, s)
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if len(found) != 1 {
-			return ErrNotFound
-		}
-		id = found[0]
-		return nil
+		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("resolve title %q: %w", title, err)
