@@ -174,7 +174,7 @@ func filters(q SearchQuery, where []string, args []any) ([]string, []any) {
 // word cost hundreds of milliseconds over a million messages; with the
 // window it costs a few. A query with fewer matches is ranked exactly as
 // before (docs/COMPATIBILITY.md).
-const rankWindow = 4096
+const rankWindow = 1024
 
 // ftsMatch queries one of the two FTS tables (a fixed name, never user
 // input) best match first, among the rankWindow most recent matches.
