@@ -39,14 +39,7 @@ func queryUint(r *http.Request, name string, def uint64) (uint64, error) {
 }
 
 func queryLimit(r *http.Request) (int, error) {
-	n, err := queryUint(r, "limit", defaultEventLimit)
-	if err != nil {
-		return 0, err
-	}
-	if n < 1 || n > maxEventLimit {
-		return 0, fmt.Errorf("%w: limit must be between 1 and %d", errBadRequest, maxEventLimit)
-	}
-	return int(n), nil
+	return intQuery(r, "limit", defaultEventLimit, 1, maxEventLimit)
 }
 
 type eventsResponse struct {

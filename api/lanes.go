@@ -2,8 +2,8 @@ package api
 
 import (
 	"fmt"
+	"math"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -112,9 +112,12 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	}
 	var since time.Time
 	if q.Has("active_minutes") {
-		n, err := strconv.Atoi(q.Get("active_minutes"))
-		if err != nil || n < 0 {
-			s.writeError(w, r, fmt.Errorf("%w: active_minutes must be a non-negative integer", errBadRequest))
+		n, err := intQuery(r, "active_minutes", -1, 0, math.MaxInt32)
+		if err == nil && n < 0 {
+			err = fmt.Errorf("%w: active_minutes is empty", errBadRequest)
+		}
+		if err != nil {
+			s.writeError(w, r, err)
 			return
 		}
 		since = s.Commands.Now().Add(-time.Duration(n) * time.Minute)

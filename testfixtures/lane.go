@@ -3,7 +3,6 @@ package testfixtures
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -62,6 +61,3 @@ func Envelopes(stream string, history []events.Event) []events.Envelope {
 	}
 	return out
 }
-
-// Minutes is a readable duration for scenarios.
-func Minutes(n int) time.Duration { return time.Duration(n) * time.Minute }

@@ -60,17 +60,6 @@ func (l *history) tr(sessionID string, es ...events.Event) []events.Envelope {
 	return out
 }
 
-// since returns the envelopes after position pos.
-func (l *history) since(pos uint64) []events.Envelope {
-	var out []events.Envelope
-	for _, e := range l.all {
-		if e.Position > pos {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 func openTemp(t testing.TB) *Projection {
 	t.Helper()
 	return openAt(t, filepath.Join(t.TempDir(), "state.db"))
