@@ -243,51 +243,29 @@ func (p *Projection) applyLane(ctx context.Context, tx *sql.Tx, st *batchState, 
 	row.Lane = domain.Evolve(row.Lane, env.Event)
 	row.Version = env.Version
 	st.dirty[key] = true
-	switch e := env.Event.(type) {
-	case events.TurnCompleted:
-		if !e.Failed {
-			if err := st.setFailures(ctx, tx, key, 0); err != nil {
-				return err
-			}
-		}
-	case events.SessionAutoReset, events.SessionReset, events.SessionSwitched, events.Suspended:
-		if err := st.setFailures(ctx, tx, key, 0); err != nil {
-			return err
-		}
+	if domain.ClearsRestartCount(env.Event) {
+		return st.setFailures(ctx, tx, key, 0)
 	}
 	return nil
 }
 
 // applyGateway derives the stuck-loop counts from the ends of runs the log
-// records. Each run's end counts once, when it is first known: a drain that
-// finished (timed out or not), or else the crash the next start records
-// (RunInterrupted). At that stop every lane it cut (a turn still open when
-// the drain ended, or open at the crash) counts one more interrupted
-// restart, and every other lane's count is dropped — a lane is stuck only
-// across consecutive restarts, as in Hermes' _increment_restart_failure_counts.
-// A clean drain cuts no lane and so drops every count. A drain that could
-// not see the open turns (timed out with none listed) leaves the counts.
+// records (see domain.RunEnds): a stop counts one more interrupted restart
+// for each lane it cut and drops every other lane's count.
 func (p *Projection) applyGateway(ctx context.Context, tx *sql.Tx, st *batchState, env events.Envelope) error {
-	switch e := env.Event.(type) {
-	case events.GatewayStarted:
-		return st.setStopCounted(ctx, tx, false)
-	case events.DrainFinished:
-		if e.TimedOut && len(e.OpenLanes) == 0 {
-			return nil
-		}
-		if err := st.countStop(ctx, tx, e.OpenLanes); err != nil {
-			return err
-		}
-		return st.setStopCounted(ctx, tx, true)
-	case events.RunInterrupted:
-		counted, err := st.isStopCounted(ctx, tx)
-		if err != nil || counted {
-			// The run died after its drain finished: that drain counted it.
-			return err
-		}
-		return st.countStop(ctx, tx, e.OpenLanes)
+	counted, err := st.isStopCounted(ctx, tx)
+	if err != nil {
+		return err
 	}
-	return nil
+	ends := domain.RunEnds{Counted: counted}
+	cut, end := ends.Observe(env.Event)
+	if err := st.setStopCounted(ctx, tx, ends.Counted); err != nil {
+		return err
+	}
+	if !end {
+		return nil
+	}
+	return st.countStop(ctx, tx, cut)
 }
 
 // countStop counts one interrupted restart for each lane in cut and drops
