@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -160,8 +161,8 @@ func TestHandler_RefusalsAppendNothing(t *testing.T) {
 		{"touch a missing lane", func() error { _, err := h.UpdateSession(ctx, "agent:main:x:dm:1", nil, ""); return err }, domain.ErrLaneNotFound},
 		{"negative tokens", func() error { _, err := h.UpdateSession(ctx, aliceKey, &neg, ""); return err }, domain.ErrInvalidArgument},
 		{"switch to ../", func() error { _, err := h.SwitchSession(ctx, aliceKey, "../x", ""); return err }, domain.ErrInvalidSessionID},
-		{"bad resume reason", func() error {
-			_, _, err := h.MarkResumePending(ctx, aliceKey, "nope", "")
+		{"resume reason over the bound", func() error {
+			_, _, err := h.MarkResumePending(ctx, aliceKey, strings.Repeat("x", domain.MaxResumeReasonBytes+1), "")
 			return err
 		}, domain.ErrInvalidArgument},
 		{"empty key", func() error { _, err := h.SuspendSession(ctx, "", events.SuspendStopCommand, ""); return err }, domain.ErrInvalidArgument},
