@@ -157,8 +157,8 @@ type batchState struct {
 	touched   map[string]bool // failure counters changed
 	// allFailures: failures holds every lane with a count.
 	allFailures bool
-	// stopCounted: the current run's end has been counted (a drain
-	// finished); nil until read from meta.
+	// stopCounted: the current run's end has been counted
+	// (domain.RunEnds.Counted, kept in meta); nil until read.
 	stopCounted      *bool
 	stopCountedDirty bool
 }
