@@ -87,10 +87,10 @@ func TestProjection_FollowsTheHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := w.handler.StartTurn(ctx, r1.Lane.SessionKey, "t1", ""); err != nil {
+	if _, _, err := w.handler.StartTurn(ctx, commands.StartTurn{Key: r1.Lane.SessionKey, TurnID: "t1"}); err != nil {
 		t.Fatal(err)
 	}
-	last, err := w.handler.CompleteTurn(ctx, r1.Lane.SessionKey, domain.TurnOutcome{InputTokens: 5, OutputTokens: 6}, "")
+	last, err := w.handler.CompleteTurn(ctx, commands.CompleteTurn{Key: r1.Lane.SessionKey, Outcome: domain.TurnOutcome{InputTokens: 5, OutputTokens: 6}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestProjection_StuckLoopCounters(t *testing.T) {
 	}
 	crash(a.Lane.SessionKey, b.Lane.SessionKey)
 	crash(a.Lane.SessionKey)
-	if _, err := w.handler.CompleteTurn(ctx, b.Lane.SessionKey, domain.TurnOutcome{}, ""); err != nil {
+	if _, err := w.handler.CompleteTurn(ctx, commands.CompleteTurn{Key: b.Lane.SessionKey, Outcome: domain.TurnOutcome{}}); err != nil {
 		t.Fatal(err)
 	}
 	crash(a.Lane.SessionKey, b.Lane.SessionKey)
@@ -208,7 +208,7 @@ func TestProjection_StuckLoopCounters(t *testing.T) {
 		t.Fatalf(".restart_failure_counts = %s", raw)
 	}
 	// The escalation's suspension clears the count.
-	if _, err := w.handler.SuspendSession(ctx, a.Lane.SessionKey, events.SuspendStuckLoop, ""); err != nil {
+	if _, err := w.handler.SuspendSession(ctx, commands.SuspendSession{Key: a.Lane.SessionKey, Reason: events.SuspendStuckLoop}); err != nil {
 		t.Fatal(err)
 	}
 	if err := runner.CatchUp(ctx, nil); err != nil {
@@ -278,15 +278,15 @@ func TestProjection_IncrementalEqualsRebuild(t *testing.T) {
 			case 0, 1:
 				_, err = w.handler.ResolveSession(ctx, commands.ResolveSession{Source: src(chat)})
 			case 2:
-				_, _, err = w.handler.StartTurn(ctx, key, "", "")
+				_, _, err = w.handler.StartTurn(ctx, commands.StartTurn{Key: key})
 			case 3:
-				_, err = w.handler.CompleteTurn(ctx, key, domain.TurnOutcome{InputTokens: 3, Failed: rapid.Bool().Draw(rt, "failed")}, "")
+				_, err = w.handler.CompleteTurn(ctx, commands.CompleteTurn{Key: key, Outcome: domain.TurnOutcome{InputTokens: 3, Failed: rapid.Bool().Draw(rt, "failed")}})
 			case 4:
-				_, err = w.handler.SuspendSession(ctx, key, events.SuspendStopCommand, "")
+				_, err = w.handler.SuspendSession(ctx, commands.SuspendSession{Key: key, Reason: events.SuspendStopCommand})
 			case 5:
-				_, _, err = w.handler.MarkResumePending(ctx, key, events.ResumeShutdownTimeout, "")
+				_, _, err = w.handler.MarkResumePending(ctx, commands.MarkResumePending{Key: key, Reason: events.ResumeShutdownTimeout})
 			case 6:
-				_, err = w.handler.PruneOldEntries(ctx, 3*time.Hour, "")
+				_, err = w.handler.PruneOldEntries(ctx, commands.PruneOldEntries{MaxAge: 3 * time.Hour})
 			case 7:
 				_, err = w.store.Append(ctx, events.GatewayStream, events.AnyVersion(), []events.Proposed{{
 					ID: fmt.Sprintf("g-%d", w.clock.Now().UnixNano()), Event: events.RunInterrupted{OpenLanes: []string{key}, At: w.clock.Now()},
