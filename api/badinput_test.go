@@ -83,6 +83,8 @@ func TestBadInput(t *testing.T) {
 		{name: "missing platform", method: "POST", path: "/v1/sessions/resolve", body: `{"source":{"chat_id":"9"}}`, status: 400, code: "invalid_argument"},
 		{name: "empty platform", method: "POST", path: "/v1/sessions/resolve", body: `{"source":{"platform":"","chat_id":"9"}}`, status: 400, code: "invalid_argument"},
 		{name: "missing chat_id", method: "POST", path: "/v1/sessions/resolve", body: `{"source":{"platform":"telegram"}}`, status: 400, code: "invalid_argument"},
+		{name: "null chat_id", method: "POST", path: "/v1/sessions/resolve", body: `{"source":{"platform":"telegram","chat_id":null}}`, status: 400, code: "invalid_argument"},
+		{name: "missing platform, empty chat_id", method: "POST", path: "/v1/sessions/resolve", body: `{"source":{"chat_id":""}}`, status: 400, code: "invalid_argument"},
 		{name: "bad chat_type", method: "POST", path: "/v1/sessions/resolve", body: `{"source":{"platform":"telegram","chat_id":"9","chat_type":"room"}}`, status: 400, code: "invalid_argument"},
 		{name: "source field over 1024 bytes", method: "POST", path: "/v1/sessions/resolve", body: map[string]any{"source": map[string]string{"platform": "telegram", "chat_id": long}}, status: 400, code: "invalid_argument"},
 		{name: "2 MiB body", method: "POST", path: "/v1/sessions/resolve", body: twoMiB, status: 413, code: "payload_too_large"},

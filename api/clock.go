@@ -36,39 +36,25 @@ func (c *ManualClock) Set(t time.Time) error {
 	return nil
 }
 
-func (s *Server) setClock(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Now     *time.Time `json:"now"`
-		Advance string     `json:"advance"`
+func (s *Server) setClock(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[clockRequest](r, false)
+	if err != nil {
+		return err
 	}
-	if err := decode(r, &req, false); err != nil {
-		s.writeError(w, r, err)
-		return
+	to := s.Clock.Now()
+	if req.Now != nil {
+		to = *req.Now
+	} else {
+		d, err := req.advance()
+		if err != nil {
+			return err
+		}
+		to = to.Add(d)
 	}
-	switch {
-	case req.Now != nil && req.Advance != "":
-		s.writeError(w, r, fmt.Errorf("%w: give now or advance, not both", errBadRequest))
-		return
-	case req.Now != nil:
-		if err := s.Clock.Set(*req.Now); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-	case req.Advance != "":
-		d, err := time.ParseDuration(req.Advance)
-		if err != nil || d < 0 {
-			s.writeError(w, r, fmt.Errorf("%w: advance must be a non-negative Go duration such as \"25h\" or \"90s\"", errBadRequest))
-			return
-		}
-		if err := s.Clock.Set(s.Clock.Now().Add(d)); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-	default:
-		s.writeError(w, r, fmt.Errorf("%w: give now or advance", errBadRequest))
-		return
+	if err := s.Clock.Set(to); err != nil {
+		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
+	return respond(w, struct {
 		Now Timestamp `json:"now"`
 	}{Timestamp(s.Clock.Now())})
 }

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"hermes/commands"
 	"hermes/domain"
 )
@@ -21,9 +19,9 @@ import (
 type ContextSettings = domain.ContextSettings
 
 // contextRoutes serves the session context prompt and reset notices.
-func (s *Server) contextRoutes(r chi.Router) {
-	r.Get("/sessions/{key}/context", s.sessionContext)
-	r.Post("/sessions/{key}/notice/ack", s.acknowledgeNotice)
+func (s *Server) contextRoutes(rt routes) {
+	rt.get("/sessions/{key}/context", withKey(s.sessionContext))
+	rt.post("/sessions/{key}/notice/ack", withKey(s.acknowledgeNotice))
 }
 
 // contextResponse is the answer of GET /v1/sessions/{key}/context.
@@ -67,27 +65,19 @@ type contextResponse struct {
 //     origin's user_name.
 //   - channel_context: a back-fill block of recent channel messages, put
 //     before "[New message]" and never prefixed.
-func (s *Server) sessionContext(w http.ResponseWriter, r *http.Request) {
-	key, err := pathKey(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+func (s *Server) sessionContext(w http.ResponseWriter, r *http.Request, key sessionKey) error {
 	q := r.URL.Query()
 	message, channelContext := q.Get("message"), q.Get("channel_context")
-	lane, version, err := s.Commands.Lane(r.Context(), key)
+	lane, version, err := s.Commands.Lane(r.Context(), string(key))
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	if !lane.Exists() {
-		s.writeError(w, r, fmt.Errorf("%w: %s", domain.ErrLaneNotFound, key))
-		return
+		return fmt.Errorf("%w: %s", domain.ErrLaneNotFound, key)
 	}
 	tail, err := s.transcriptTail(r.Context(), lane.SessionID)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 
 	cfg := s.Commands.Config()
@@ -99,7 +89,7 @@ func (s *Server) sessionContext(w http.ResponseWriter, r *http.Request) {
 	turn := lane.TurnNote(inbound, tail, cfg.ResumeFreshness, s.Commands.Now())
 
 	out := contextResponse{
-		SessionKey: key,
+		SessionKey: string(key),
 		SessionID:  lane.SessionID,
 		Prompt:     domain.SessionContextPrompt(lane.Origin, cfg.Keys, s.Context),
 		Message:    turn.Message,
@@ -115,18 +105,16 @@ func (s *Server) sessionContext(w http.ResponseWriter, r *http.Request) {
 		notes = append(notes, turn.Note)
 	}
 	out.Note = nullable(strings.Join(notes, "\n\n"))
-	writeJSON(w, http.StatusOK, out)
+	return respond(w, out)
 }
 
 // transcriptTail reads the last replayed row of a session's transcript
 // (role neither session_meta nor system). Without a transcript read model
 // the tail is unknown, which counts as fresh and not ending on tool output.
+// The read model is current: the route is a read (routes.get).
 func (s *Server) transcriptTail(ctx context.Context, sessionID string) (domain.TranscriptTail, error) {
 	if s.Transcripts == nil {
 		return domain.TranscriptTail{}, nil
-	}
-	if err := s.fresh(ctx); err != nil {
-		return domain.TranscriptTail{}, err
 	}
 	msgs, err := s.Transcripts.Messages(ctx, sessionID, false)
 	if err != nil {
@@ -155,16 +143,11 @@ func epochTime(sec float64) time.Time {
 // with nothing pending it appends nothing. The optional body
 // {"session_id": "..."} acknowledges only the notice of that session, so an
 // acknowledgement that races a newer reset leaves the newer notice pending.
-func (s *Server) acknowledgeNotice(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		SessionID string `json:"session_id"`
+func (s *Server) acknowledgeNotice(w http.ResponseWriter, r *http.Request, key sessionKey) error {
+	req, err := decode[ackNoticeRequest](r, true)
+	if err != nil {
+		return err
 	}
-	s.laneCommand(w, r, &req, true, func(key string) (commands.LaneResult, error) {
-		if req.SessionID != "" {
-			if err := domain.ValidateSessionID(req.SessionID); err != nil {
-				return commands.LaneResult{}, err
-			}
-		}
-		return s.Commands.AcknowledgeSessionNotice(r.Context(), key, req.SessionID, commandID(r))
-	})
+	res, err := s.Commands.AcknowledgeNotice(r.Context(), commands.AcknowledgeNotice{Key: string(key), SessionID: req.SessionID, CommandID: commandID(r)})
+	return s.laneDone(w, res, err)
 }

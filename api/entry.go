@@ -25,32 +25,32 @@ func (t Timestamp) MarshalJSON() ([]byte, error) {
 // Entry is the API's SessionEntry: Hermes' fields plus what hermes adds
 // (version, previous session, live processes, open turn, suspend reason).
 type Entry struct {
-	SessionKey         string        `json:"session_key"`
-	SessionID          string        `json:"session_id"`
-	CreatedAt          Timestamp     `json:"created_at"`
-	UpdatedAt          Timestamp     `json:"updated_at"`
-	Origin             events.Source `json:"origin"`
-	DisplayName        *string       `json:"display_name"`
-	Platform           string        `json:"platform"`
-	ChatType           string        `json:"chat_type"`
-	InputTokens        int64         `json:"input_tokens"`
-	OutputTokens       int64         `json:"output_tokens"`
-	CacheReadTokens    int64         `json:"cache_read_tokens"`
-	CacheWriteTokens   int64         `json:"cache_write_tokens"`
-	TotalTokens        int64         `json:"total_tokens"`
-	EstimatedCostUSD   float64       `json:"estimated_cost_usd"`
-	CostStatus         string        `json:"cost_status"`
-	LastPromptTokens   int64         `json:"last_prompt_tokens"`
-	WasAutoReset       bool          `json:"was_auto_reset"`
-	AutoResetReason    *string       `json:"auto_reset_reason"`
-	ResetHadActivity   bool          `json:"reset_had_activity"`
-	IsFreshReset       bool          `json:"is_fresh_reset"`
-	ExpiryFinalized    bool          `json:"expiry_finalized"`
-	Suspended          bool          `json:"suspended"`
-	ResumePending      bool          `json:"resume_pending"`
-	ResumeReason       *string       `json:"resume_reason"`
-	LastResumeMarkedAt Timestamp     `json:"last_resume_marked_at"`
-	Version            uint64        `json:"version"`
+	SessionKey         string    `json:"session_key"`
+	SessionID          string    `json:"session_id"`
+	CreatedAt          Timestamp `json:"created_at"`
+	UpdatedAt          Timestamp `json:"updated_at"`
+	Origin             Source    `json:"origin"`
+	DisplayName        *string   `json:"display_name"`
+	Platform           string    `json:"platform"`
+	ChatType           string    `json:"chat_type"`
+	InputTokens        int64     `json:"input_tokens"`
+	OutputTokens       int64     `json:"output_tokens"`
+	CacheReadTokens    int64     `json:"cache_read_tokens"`
+	CacheWriteTokens   int64     `json:"cache_write_tokens"`
+	TotalTokens        int64     `json:"total_tokens"`
+	EstimatedCostUSD   float64   `json:"estimated_cost_usd"`
+	CostStatus         string    `json:"cost_status"`
+	LastPromptTokens   int64     `json:"last_prompt_tokens"`
+	WasAutoReset       bool      `json:"was_auto_reset"`
+	AutoResetReason    *string   `json:"auto_reset_reason"`
+	ResetHadActivity   bool      `json:"reset_had_activity"`
+	IsFreshReset       bool      `json:"is_fresh_reset"`
+	ExpiryFinalized    bool      `json:"expiry_finalized"`
+	Suspended          bool      `json:"suspended"`
+	ResumePending      bool      `json:"resume_pending"`
+	ResumeReason       *string   `json:"resume_reason"`
+	LastResumeMarkedAt Timestamp `json:"last_resume_marked_at"`
+	Version            uint64    `json:"version"`
 
 	PreviousSessionID *string   `json:"previous_session_id"`
 	SuspendReason     *string   `json:"suspend_reason"`
@@ -60,6 +60,35 @@ type Entry struct {
 	HadActivity       bool      `json:"had_activity"`
 }
 
+// Source is a lane's origin as the API answers it (Hermes'
+// SessionSource), mapped field by field from the domain's.
+type Source struct {
+	Platform       string `json:"platform"`
+	ChatID         string `json:"chat_id"`
+	ChatName       string `json:"chat_name,omitempty"`
+	ChatType       string `json:"chat_type"`
+	UserID         string `json:"user_id,omitempty"`
+	UserName       string `json:"user_name,omitempty"`
+	ThreadID       string `json:"thread_id,omitempty"`
+	ChatTopic      string `json:"chat_topic,omitempty"`
+	UserIDAlt      string `json:"user_id_alt,omitempty"`
+	ChatIDAlt      string `json:"chat_id_alt,omitempty"`
+	IsBot          bool   `json:"is_bot"`
+	GuildID        string `json:"guild_id,omitempty"`
+	ParentChatID   string `json:"parent_chat_id,omitempty"`
+	MessageID      string `json:"message_id,omitempty"`
+	RoleAuthorized bool   `json:"role_authorized"`
+}
+
+func newSource(s domain.SessionSource) Source {
+	return Source{
+		Platform: s.Platform, ChatID: s.ChatID, ChatName: s.ChatName, ChatType: s.ChatType,
+		UserID: s.UserID, UserName: s.UserName, ThreadID: s.ThreadID, ChatTopic: s.ChatTopic,
+		UserIDAlt: s.UserIDAlt, ChatIDAlt: s.ChatIDAlt, IsBot: s.IsBot, GuildID: s.GuildID,
+		ParentChatID: s.ParentChatID, MessageID: s.MessageID, RoleAuthorized: s.RoleAuthorized,
+	}
+}
+
 // NewEntry renders a lane at a stream version.
 func NewEntry(l domain.Lane, version uint64) Entry {
 	return Entry{
@@ -67,7 +96,7 @@ func NewEntry(l domain.Lane, version uint64) Entry {
 		SessionID:          l.SessionID,
 		CreatedAt:          Timestamp(l.CreatedAt),
 		UpdatedAt:          Timestamp(l.UpdatedAt),
-		Origin:             events.Source(l.Origin),
+		Origin:             newSource(l.Origin),
 		DisplayName:        nullable(l.DisplayName),
 		Platform:           l.Platform,
 		ChatType:           l.ChatType,

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"hermes/domain"
 	"hermes/events"
 )
@@ -20,10 +18,10 @@ const (
 	sseHeartbeat      = 15 * time.Second
 )
 
-func (s *Server) eventRoutes(r chi.Router) {
-	r.Get("/sessions/{key}/events", s.laneEvents)
-	r.Get("/sessions/{key}/state", s.laneState)
-	r.Get("/events", s.allEvents)
+func (s *Server) eventRoutes(rt routes) {
+	rt.get("/sessions/{key}/events", withKey(s.laneEvents))
+	rt.get("/sessions/{key}/state", withKey(s.laneState))
+	rt.get("/events", s.allEvents)
 }
 
 func queryUint(r *http.Request, name string, def uint64) (uint64, error) {
@@ -46,93 +44,78 @@ type eventsResponse struct {
 	Events []Envelope `json:"events"`
 }
 
-func (s *Server) laneEvents(w http.ResponseWriter, r *http.Request) {
-	key, err := pathKey(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	from, err := queryUint(r, "from_version", 1)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	limit, err := queryLimit(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	envs, err := s.Store.ReadStream(r.Context(), events.LaneStream(key), max(from, 1), limit, events.Forwards)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+func newEventsResponse(envs []events.Envelope) eventsResponse {
 	out := eventsResponse{Events: make([]Envelope, 0, len(envs))}
 	for _, env := range envs {
 		out.Events = append(out.Events, NewEnvelope(env))
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out
+}
+
+func (s *Server) laneEvents(w http.ResponseWriter, r *http.Request, key sessionKey) error {
+	from, err := queryUint(r, "from_version", 1)
+	if err != nil {
+		return err
+	}
+	limit, err := queryLimit(r)
+	if err != nil {
+		return err
+	}
+	envs, err := s.Store.ReadStream(r.Context(), events.LaneStream(string(key)), max(from, 1), limit, events.Forwards)
+	if err != nil {
+		return err
+	}
+	return respond(w, newEventsResponse(envs))
 }
 
 // laneState is time travel: the entry as it was right after version
 // at_version, or at instant at_time.
-func (s *Server) laneState(w http.ResponseWriter, r *http.Request) {
-	key, err := pathKey(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+func (s *Server) laneState(w http.ResponseWriter, r *http.Request, key sessionKey) error {
 	q := r.URL.Query()
 	if q.Has("at_version") == q.Has("at_time") {
-		s.writeError(w, r, fmt.Errorf("%w: give exactly one of at_version and at_time", errBadRequest))
-		return
+		return fmt.Errorf("%w: give exactly one of at_version and at_time", errBadRequest)
 	}
 	history, err := s.readLane(r, key)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	var lane domain.Lane
 	var version uint64
 	if q.Has("at_version") {
 		v, err := queryUint(r, "at_version", 0)
 		if err != nil {
-			s.writeError(w, r, err)
-			return
+			return err
 		}
 		if v == 0 || v > uint64(len(history)) {
-			s.writeError(w, r, fmt.Errorf("%w: lane %s has versions 1 to %d", errNotFound, key, len(history)))
-			return
+			return fmt.Errorf("%w: lane %s has versions 1 to %d", errNotFound, key, len(history))
 		}
 		lane, version = domain.StateAtVersion(history, v), v
 	} else {
 		t, err := time.Parse(time.RFC3339Nano, q.Get("at_time"))
 		if err != nil {
-			s.writeError(w, r, fmt.Errorf("%w: at_time must be an RFC 3339 time", errBadRequest))
-			return
+			return fmt.Errorf("%w: at_time must be an RFC 3339 time", errBadRequest)
 		}
 		lane, version = domain.StateAtTime(history, t)
 		if version == 0 {
-			s.writeError(w, r, fmt.Errorf("%w: lane %s did not exist at %s", errNotFound, key, t.UTC().Format(time.RFC3339Nano)))
-			return
+			return fmt.Errorf("%w: lane %s did not exist at %s", errNotFound, key, t.UTC().Format(time.RFC3339Nano))
 		}
 	}
-	writeJSON(w, http.StatusOK, NewEntry(lane, version))
+	return respond(w, NewEntry(lane, version))
 }
 
 // maxLaneHistory bounds what time travel reads.
 const maxLaneHistory = 1_000_000
 
-func (s *Server) readLane(r *http.Request, key string) ([]events.Envelope, error) {
+func (s *Server) readLane(r *http.Request, key sessionKey) ([]events.Envelope, error) {
 	var all []events.Envelope
 	from := uint64(1)
 	for {
-		page, err := s.Store.ReadStream(r.Context(), events.LaneStream(key), from, 4096, events.Forwards)
+		page, err := s.Store.ReadStream(r.Context(), events.LaneStream(string(key)), from, 4096, events.Forwards)
 		if errors.Is(err, events.ErrStreamNotFound) && len(all) == 0 {
 			return nil, fmt.Errorf("%w: lane %s", errNotFound, key)
 		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("read lane %s: %w", key, err)
 		}
 		all = append(all, page...)
 		if len(page) < 4096 || len(all) >= maxLaneHistory {
@@ -142,20 +125,17 @@ func (s *Server) readLane(r *http.Request, key string) ([]events.Envelope, error
 	}
 }
 
-func (s *Server) allEvents(w http.ResponseWriter, r *http.Request) {
+func (s *Server) allEvents(w http.ResponseWriter, r *http.Request) error {
 	from, err := queryUint(r, "from_position", 0)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	if r.URL.Query().Get("follow") == "1" {
-		s.followEvents(w, r, from)
-		return
+		return s.followEvents(w, r, from)
 	}
 	limit, err := queryLimit(r)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	// from_position is inclusive: the first event returned has it.
 	after := uint64(0)
@@ -164,24 +144,21 @@ func (s *Server) allEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	envs, err := s.Store.ReadAll(r.Context(), after, limit)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	out := eventsResponse{Events: make([]Envelope, 0, len(envs))}
-	for _, env := range envs {
-		out.Events = append(out.Events, NewEnvelope(env))
-	}
-	writeJSON(w, http.StatusOK, out)
+	return respond(w, newEventsResponse(envs))
 }
 
 // followEvents streams the log as Server-Sent Events from from_position
 // (inclusive) on. A slow client only falls behind: the subscription reads
 // the store at the client's pace and never holds up appends.
-func (s *Server) followEvents(w http.ResponseWriter, r *http.Request, from uint64) {
+//
+// It returns an error only before the stream starts; once the 200 is sent
+// it ends quietly.
+func (s *Server) followEvents(w http.ResponseWriter, r *http.Request, from uint64) error {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
-		s.writeError(w, r, errors.New("streaming unsupported"))
-		return
+		return errors.New("streaming unsupported")
 	}
 	after := uint64(0)
 	if from > 0 {
@@ -194,8 +171,7 @@ func (s *Server) followEvents(w http.ResponseWriter, r *http.Request, from uint6
 	}
 	sub, err := s.Store.Subscribe(r.Context(), after)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return fmt.Errorf("subscribe after %d: %w", after, err)
 	}
 	defer sub.Close()
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -209,23 +185,23 @@ func (s *Server) followEvents(w http.ResponseWriter, r *http.Request, from uint6
 	for {
 		select {
 		case <-r.Context().Done():
-			return
+			return nil
 		case <-heartbeat.C:
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
-				return
+				return nil
 			}
 			flusher.Flush()
 		case env, ok := <-sub.Events():
 			if !ok {
-				return
+				return nil
 			}
 			data, err := json.Marshal(NewEnvelope(env))
 			if err != nil {
 				s.log.Error("encode event", "position", env.Position, "err", err)
-				return
+				return nil
 			}
 			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", env.Position, env.Type, data); err != nil {
-				return
+				return nil
 			}
 			if len(sub.Events()) == 0 {
 				flusher.Flush()

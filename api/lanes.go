@@ -6,34 +6,27 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"hermes/commands"
-	"hermes/domain"
 	"hermes/events"
+	"hermes/projections/sessions"
 )
 
-func (s *Server) laneRoutes(r chi.Router) {
-	r.Post("/sessions/resolve", s.resolve)
-	r.Get("/sessions", s.listSessions)
-	r.Get("/sessions/{key}", s.getSession)
-	r.Post("/sessions/{key}/touch", s.touch)
-	r.Post("/sessions/{key}/turns/start", s.startTurn)
-	r.Post("/sessions/{key}/turns", s.completeTurn)
-	r.Post("/sessions/{key}/reset", s.reset)
-	r.Post("/sessions/{key}/switch", s.switchSession)
-	r.Post("/sessions/{key}/suspend", s.suspend)
-	r.Post("/sessions/{key}/resume-pending", s.markResumePending)
-	r.Delete("/sessions/{key}/resume-pending", s.clearResumePending)
-	r.Put("/sessions/{key}/active-processes", s.setActiveProcesses)
-	r.Post("/recovery/suspend-recently-active", s.suspendRecentlyActive)
-	r.Get("/recovery/resumable", s.resumable)
-	r.Post("/maintenance/prune-entries", s.pruneEntries)
-}
-
-type resolveRequest struct {
-	Source   *domain.SessionSource `json:"source"`
-	ForceNew bool                  `json:"force_new"`
+func (s *Server) laneRoutes(rt routes) {
+	rt.post("/sessions/resolve", s.resolve)
+	rt.get("/sessions", s.listSessions)
+	rt.get("/sessions/{key}", withKey(s.getSession))
+	rt.post("/sessions/{key}/touch", withKey(s.touch))
+	rt.post("/sessions/{key}/turns/start", s.admitted(errDraining, withKey(s.startTurn)))
+	rt.post("/sessions/{key}/turns", withKey(s.completeTurn))
+	rt.post("/sessions/{key}/reset", withKey(s.reset))
+	rt.post("/sessions/{key}/switch", withKey(s.switchSession))
+	rt.post("/sessions/{key}/suspend", withKey(s.suspend))
+	rt.post("/sessions/{key}/resume-pending", withKey(s.markResumePending))
+	rt.delete("/sessions/{key}/resume-pending", withKey(s.clearResumePending))
+	rt.put("/sessions/{key}/active-processes", withKey(s.setActiveProcesses))
+	rt.post("/recovery/suspend-recently-active", s.suspendRecentlyActive)
+	rt.get("/recovery/resumable", s.resumable)
+	rt.post("/maintenance/prune-entries", s.pruneEntries)
 }
 
 type resolveResponse struct {
@@ -42,73 +35,39 @@ type resolveResponse struct {
 	ResetReason *string `json:"reset_reason"`
 }
 
-func (s *Server) resolve(w http.ResponseWriter, r *http.Request) {
-	var req resolveRequest
-	if err := decode(r, &req, false); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := validateSource(req.Source); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	res, err := s.Commands.ResolveSession(r.Context(), commands.ResolveSession{Source: *req.Source, ForceNew: req.ForceNew, CommandID: commandID(r)})
+func (s *Server) resolve(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[resolveRequest](r, false)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
+	}
+	res, err := s.Commands.ResolveSession(r.Context(), req.command(commandID(r)))
+	if err != nil {
+		return err
 	}
 	s.wrote(res.Position)
-	writeJSON(w, http.StatusOK, resolveResponse{Entry: NewEntry(res.Lane, res.Version), Created: res.Created, ResetReason: nullable(res.ResetReason)})
-}
-
-// maxSourceField bounds every string of a source.
-const maxSourceField = 1024
-
-func validateSource(src *domain.SessionSource) error {
-	if src == nil {
-		return fmt.Errorf("%w: source is required", errBadRequest)
-	}
-	if src.Platform == "" {
-		return fmt.Errorf("%w: source.platform is required", errBadRequest)
-	}
-	if src.ChatID == "" {
-		return fmt.Errorf("%w: source.chat_id is required", errBadRequest)
-	}
-	switch src.ChatType {
-	case "", domain.ChatDM, domain.ChatGroup, domain.ChatChannel, domain.ChatThread:
-	default:
-		return fmt.Errorf("%w: source.chat_type %q is not dm, group, channel or thread", errBadRequest, src.ChatType)
-	}
-	for name, v := range map[string]string{
-		"platform": src.Platform, "chat_id": src.ChatID, "chat_name": src.ChatName, "user_id": src.UserID,
-		"user_name": src.UserName, "thread_id": src.ThreadID, "chat_topic": src.ChatTopic, "user_id_alt": src.UserIDAlt,
-		"chat_id_alt": src.ChatIDAlt, "guild_id": src.GuildID, "parent_chat_id": src.ParentChatID, "message_id": src.MessageID,
-	} {
-		if len(v) > maxSourceField {
-			return fmt.Errorf("%w: source.%s is longer than %d bytes", errBadRequest, name, maxSourceField)
-		}
-	}
-	return nil
+	return respond(w, resolveResponse{Entry: NewEntry(res.Lane, res.Version), Created: res.Created, ResetReason: nullable(res.ResetReason)})
 }
 
 type sessionsResponse struct {
 	Sessions []Entry `json:"sessions"`
 }
 
-func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
-	if err := s.fresh(r.Context()); err != nil {
-		s.writeError(w, r, err)
-		return
+func newSessionsResponse(rows []sessions.Row) sessionsResponse {
+	out := sessionsResponse{Sessions: make([]Entry, 0, len(rows))}
+	for _, row := range rows {
+		out.Sessions = append(out.Sessions, NewEntry(row.Lane, row.Version))
 	}
+	return out
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	if id := q.Get("session_id"); q.Has("session_id") {
 		row, err := s.Lanes.BySessionID(r.Context(), id)
 		if err != nil {
-			s.writeError(w, r, err)
-			return
+			return err
 		}
-		writeJSON(w, http.StatusOK, NewEntry(row.Lane, row.Version))
-		return
+		return respond(w, NewEntry(row.Lane, row.Version))
 	}
 	var since time.Time
 	if q.Has("active_minutes") {
@@ -117,272 +76,171 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 			err = fmt.Errorf("%w: active_minutes is empty", errBadRequest)
 		}
 		if err != nil {
-			s.writeError(w, r, err)
-			return
+			return err
 		}
 		since = s.Commands.Now().Add(-time.Duration(n) * time.Minute)
 	}
 	rows, err := s.Lanes.List(r.Context(), since)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	out := sessionsResponse{Sessions: make([]Entry, 0, len(rows))}
-	for _, row := range rows {
-		out.Sessions = append(out.Sessions, NewEntry(row.Lane, row.Version))
-	}
-	writeJSON(w, http.StatusOK, out)
+	return respond(w, newSessionsResponse(rows))
 }
 
-func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
-	key, err := pathKey(r)
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request, key sessionKey) error {
+	row, err := s.Lanes.Lane(r.Context(), string(key))
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	if err := s.fresh(r.Context()); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	row, err := s.Lanes.Lane(r.Context(), key)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, NewEntry(row.Lane, row.Version))
+	return respond(w, NewEntry(row.Lane, row.Version))
 }
 
-// laneCommand runs a command on the lane of the path and answers the entry.
-func (s *Server) laneCommand(w http.ResponseWriter, r *http.Request, body any, allowEmpty bool, run func(key string) (commands.LaneResult, error)) {
-	key, err := pathKey(r)
+// laneDone records a lane command's append and answers the entry.
+func (s *Server) laneDone(w http.ResponseWriter, res commands.LaneResult, err error) error {
 	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if body != nil {
-		if err := decode(r, body, allowEmpty); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-	}
-	res, err := run(key)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	s.wrote(res.Position)
-	writeJSON(w, http.StatusOK, NewEntry(res.Lane, res.Version))
+	return respond(w, NewEntry(res.Lane, res.Version))
 }
 
-func (s *Server) touch(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		LastPromptTokens *int64 `json:"last_prompt_tokens"`
+func (s *Server) touch(w http.ResponseWriter, r *http.Request, key sessionKey) error {
+	req, err := decode[touchRequest](r, true)
+	if err != nil {
+		return err
 	}
-	s.laneCommand(w, r, &req, true, func(key string) (commands.LaneResult, error) {
-		return s.Commands.UpdateSession(r.Context(), key, req.LastPromptTokens, commandID(r))
+	res, err := s.Commands.UpdateSession(r.Context(), commands.UpdateSession{
+		Key: string(key), LastPromptTokens: req.LastPromptTokens, CommandID: commandID(r),
 	})
+	return s.laneDone(w, res, err)
 }
 
-func (s *Server) startTurn(w http.ResponseWriter, r *http.Request) {
-	release, ok := s.admitTurn()
-	if !ok {
-		s.writeError(w, r, errDraining)
-		return
-	}
-	defer release()
-	key, err := pathKey(r)
+func (s *Server) startTurn(w http.ResponseWriter, r *http.Request, key sessionKey) error {
+	req, err := decode[startTurnRequest](r, true)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	var req struct {
-		TurnID string `json:"turn_id"`
-	}
-	if err := decode(r, &req, true); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if len(req.TurnID) > 200 {
-		s.writeError(w, r, fmt.Errorf("%w: turn_id longer than 200 bytes", errBadRequest))
-		return
-	}
-	res, turn, err := s.Commands.StartTurn(r.Context(), key, req.TurnID, commandID(r))
+	res, turn, err := s.Commands.StartTurn(r.Context(), commands.StartTurn{Key: string(key), TurnID: req.TurnID, CommandID: commandID(r)})
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	s.wrote(res.Position)
-	writeJSON(w, http.StatusOK, struct {
+	return respond(w, struct {
 		TurnID string `json:"turn_id"`
 		Entry  Entry  `json:"entry"`
 	}{turn, NewEntry(res.Lane, res.Version)})
 }
 
-func (s *Server) completeTurn(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		TurnID           string  `json:"turn_id"`
-		InputTokens      int64   `json:"input_tokens"`
-		OutputTokens     int64   `json:"output_tokens"`
-		CacheReadTokens  int64   `json:"cache_read_tokens"`
-		CacheWriteTokens int64   `json:"cache_write_tokens"`
-		EstimatedCostUSD float64 `json:"estimated_cost_usd"`
-		CostStatus       string  `json:"cost_status"`
-		LastPromptTokens *int64  `json:"last_prompt_tokens"`
-		Failed           bool    `json:"failed"`
-	}
-	s.laneCommand(w, r, &req, true, func(key string) (commands.LaneResult, error) {
-		if len(req.TurnID) > 200 || len(req.CostStatus) > 200 {
-			return commands.LaneResult{}, fmt.Errorf("%w: turn_id and cost_status are limited to 200 bytes", errBadRequest)
-		}
-		return s.Commands.CompleteTurn(r.Context(), key, domain.TurnOutcome{
-			TurnID: req.TurnID, InputTokens: req.InputTokens, OutputTokens: req.OutputTokens,
-			CacheReadTokens: req.CacheReadTokens, CacheWriteTokens: req.CacheWriteTokens,
-			EstimatedCostUSD: req.EstimatedCostUSD, CostStatus: req.CostStatus,
-			LastPromptTokens: req.LastPromptTokens, Failed: req.Failed,
-		}, commandID(r))
-	})
-}
-
-func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		DisplayName string `json:"display_name"`
-	}
-	s.laneCommand(w, r, &req, true, func(key string) (commands.LaneResult, error) {
-		if len(req.DisplayName) > maxSourceField {
-			return commands.LaneResult{}, fmt.Errorf("%w: display_name longer than %d bytes", errBadRequest, maxSourceField)
-		}
-		return s.Commands.ResetSession(r.Context(), key, req.DisplayName, commandID(r))
-	})
-}
-
-func (s *Server) switchSession(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		SessionID string `json:"session_id"`
-	}
-	s.laneCommand(w, r, &req, false, func(key string) (commands.LaneResult, error) {
-		return s.Commands.SwitchSession(r.Context(), key, req.SessionID, commandID(r))
-	})
-}
-
-func (s *Server) suspend(w http.ResponseWriter, r *http.Request) {
-	var req struct{}
-	s.laneCommand(w, r, &req, true, func(key string) (commands.LaneResult, error) {
-		return s.Commands.SuspendSession(r.Context(), key, events.SuspendStopCommand, commandID(r))
-	})
-}
-
-func (s *Server) markResumePending(w http.ResponseWriter, r *http.Request) {
-	key, err := pathKey(r)
+func (s *Server) completeTurn(w http.ResponseWriter, r *http.Request, key sessionKey) error {
+	req, err := decode[completeTurnRequest](r, true)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	var req struct {
-		Reason string `json:"reason"`
-	}
-	if err := decode(r, &req, true); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if req.Reason == "" {
-		req.Reason = events.ResumeRestartTimeout
-	}
-	res, marked, err := s.Commands.MarkResumePending(r.Context(), key, req.Reason, commandID(r))
+	res, err := s.Commands.CompleteTurn(r.Context(), commands.CompleteTurn{Key: string(key), Outcome: req.outcome(), CommandID: commandID(r)})
+	return s.laneDone(w, res, err)
+}
+
+func (s *Server) reset(w http.ResponseWriter, r *http.Request, key sessionKey) error {
+	req, err := decode[resetRequest](r, true)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
+	}
+	res, err := s.Commands.ResetSession(r.Context(), commands.ResetSession{Key: string(key), DisplayName: req.DisplayName, CommandID: commandID(r)})
+	return s.laneDone(w, res, err)
+}
+
+func (s *Server) switchSession(w http.ResponseWriter, r *http.Request, key sessionKey) error {
+	req, err := decode[switchRequest](r, false)
+	if err != nil {
+		return err
+	}
+	res, err := s.Commands.SwitchSession(r.Context(), commands.SwitchSession{Key: string(key), SessionID: req.SessionID, CommandID: commandID(r)})
+	return s.laneDone(w, res, err)
+}
+
+func (s *Server) suspend(w http.ResponseWriter, r *http.Request, key sessionKey) error {
+	if _, err := decode[emptyRequest](r, true); err != nil {
+		return err
+	}
+	res, err := s.Commands.SuspendSession(r.Context(), commands.SuspendSession{Key: string(key), Reason: events.SuspendStopCommand, CommandID: commandID(r)})
+	return s.laneDone(w, res, err)
+}
+
+func (s *Server) markResumePending(w http.ResponseWriter, r *http.Request, key sessionKey) error {
+	req, err := decode[resumePendingRequest](r, true)
+	if err != nil {
+		return err
+	}
+	res, marked, err := s.Commands.MarkResumePending(r.Context(), commands.MarkResumePending{Key: string(key), Reason: req.reason(), CommandID: commandID(r)})
+	if err != nil {
+		return err
 	}
 	s.wrote(res.Position)
-	writeJSON(w, http.StatusOK, struct {
+	return respond(w, struct {
 		Marked bool  `json:"marked"`
 		Entry  Entry `json:"entry"`
 	}{marked, NewEntry(res.Lane, res.Version)})
 }
 
-func (s *Server) clearResumePending(w http.ResponseWriter, r *http.Request) {
-	key, err := pathKey(r)
+func (s *Server) clearResumePending(w http.ResponseWriter, r *http.Request, key sessionKey) error {
+	res, cleared, err := s.Commands.ClearResumePending(r.Context(), commands.ClearResumePending{Key: string(key), CommandID: commandID(r)})
 	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	res, cleared, err := s.Commands.ClearResumePending(r.Context(), key, commandID(r))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	s.wrote(res.Position)
-	writeJSON(w, http.StatusOK, struct {
+	return respond(w, struct {
 		Cleared bool  `json:"cleared"`
 		Entry   Entry `json:"entry"`
 	}{cleared, NewEntry(res.Lane, res.Version)})
 }
 
-func (s *Server) setActiveProcesses(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Count *int `json:"count"`
+func (s *Server) setActiveProcesses(w http.ResponseWriter, r *http.Request, key sessionKey) error {
+	req, err := decode[activeProcessesRequest](r, false)
+	if err != nil {
+		return err
 	}
-	s.laneCommand(w, r, &req, false, func(key string) (commands.LaneResult, error) {
-		if req.Count == nil {
-			return commands.LaneResult{}, fmt.Errorf("%w: count is required", errBadRequest)
-		}
-		return s.Commands.SetActiveProcesses(r.Context(), key, *req.Count, commandID(r))
-	})
+	res, err := s.Commands.SetActiveProcesses(r.Context(), commands.SetActiveProcesses{Key: string(key), Count: *req.Count, CommandID: commandID(r)})
+	return s.laneDone(w, res, err)
 }
 
-func (s *Server) suspendRecentlyActive(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		MaxAgeSeconds *int64 `json:"max_age_seconds"`
-	}
-	if err := decode(r, &req, true); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	age := int64(120)
-	if req.MaxAgeSeconds != nil {
-		age = *req.MaxAgeSeconds
-	}
-	if age < 0 || age > 10*365*24*3600 {
-		s.writeError(w, r, fmt.Errorf("%w: max_age_seconds must be between 0 and ten years", errBadRequest))
-		return
-	}
-	if err := s.fresh(r.Context()); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	marked, err := s.Commands.SuspendRecentlyActive(r.Context(), time.Duration(age)*time.Second, commandID(r))
+func (s *Server) suspendRecentlyActive(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[suspendRecentRequest](r, true)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
+	}
+	// The sweep lists the lanes from the read model.
+	if err := s.fresh(r.Context()); err != nil {
+		return err
+	}
+	marked, err := s.Commands.SuspendRecentlyActive(r.Context(), commands.SuspendRecentlyActive{
+		MaxAge: time.Duration(req.maxAgeSeconds()) * time.Second, CommandID: commandID(r),
+	})
+	if err != nil {
+		return err
 	}
 	s.afterSweep(r)
-	writeJSON(w, http.StatusOK, struct {
+	return respond(w, struct {
 		Marked []string `json:"marked"`
 	}{nonNil(marked)})
 }
 
-func (s *Server) pruneEntries(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		MaxAgeDays *int `json:"max_age_days"`
-	}
-	if err := decode(r, &req, false); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if req.MaxAgeDays == nil || *req.MaxAgeDays < 0 || *req.MaxAgeDays > 100*365 {
-		s.writeError(w, r, fmt.Errorf("%w: max_age_days must be an integer between 0 and 36500", errBadRequest))
-		return
-	}
-	if err := s.fresh(r.Context()); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	pruned, err := s.Commands.PruneOldEntries(r.Context(), time.Duration(*req.MaxAgeDays)*24*time.Hour, commandID(r))
+func (s *Server) pruneEntries(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[pruneEntriesRequest](r, false)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
+	}
+	// The sweep lists the lanes from the read model.
+	if err := s.fresh(r.Context()); err != nil {
+		return err
+	}
+	pruned, err := s.Commands.PruneOldEntries(r.Context(), commands.PruneOldEntries{
+		MaxAge: time.Duration(*req.MaxAgeDays) * 24 * time.Hour, CommandID: commandID(r),
+	})
+	if err != nil {
+		return err
 	}
 	s.afterSweep(r)
-	writeJSON(w, http.StatusOK, struct {
+	return respond(w, struct {
 		Pruned []string `json:"pruned"`
 	}{nonNil(pruned)})
 }
@@ -394,21 +252,12 @@ func (s *Server) afterSweep(r *http.Request) {
 	}
 }
 
-func (s *Server) resumable(w http.ResponseWriter, r *http.Request) {
-	if err := s.fresh(r.Context()); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+func (s *Server) resumable(w http.ResponseWriter, r *http.Request) error {
 	rows, err := s.Lanes.Resumable(r.Context(), s.ResumeFreshness, s.Commands.Now())
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	out := sessionsResponse{Sessions: make([]Entry, 0, len(rows))}
-	for _, row := range rows {
-		out.Sessions = append(out.Sessions, NewEntry(row.Lane, row.Version))
-	}
-	writeJSON(w, http.StatusOK, out)
+	return respond(w, newSessionsResponse(rows))
 }
 
 func nonNil[T any](s []T) []T {

@@ -21,11 +21,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-func (s *Server) restart(w http.ResponseWriter, r *http.Request) {
+func (s *Server) restart(w http.ResponseWriter, r *http.Request) error {
 	if s.Restart == nil {
-		s.writeError(w, r, errUnavailable)
-		return
+		return errUnavailable
 	}
 	s.Restart()
 	writeJSON(w, http.StatusAccepted, map[string]string{"status": "restarting"})
+	return nil
 }

@@ -1,18 +1,14 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"hermes/commands"
 	"hermes/domain"
-	"hermes/events"
 )
 
 // queueRoutes serves the per-lane message queue (issue [G]): busy
@@ -27,67 +23,27 @@ import (
 // well formed and may succeed once items are taken. A text over 64 KiB or a
 // message over 256 KiB is 413 payload_too_large. While draining, taking is
 // 503 (no new turns) and the items wait for the next start.
-func (s *Server) queueRoutes(r chi.Router) {
-	r.Post("/sessions/{key}/queue", s.enqueue)
-	r.Post("/sessions/{key}/queue/next", s.takeQueued)
-	r.Get("/sessions/{key}/queue", s.inspectQueue)
-	r.Delete("/sessions/{key}/queue", s.clearQueue)
+func (s *Server) queueRoutes(rt routes) {
+	rt.post("/sessions/{key}/queue", withKey(s.enqueue))
+	rt.post("/sessions/{key}/queue/next", s.admitted(fmt.Errorf("%w; queued items are kept for the next start", errDraining), withKey(s.takeQueued)))
+	rt.get("/sessions/{key}/queue", withKey(s.inspectQueue))
+	rt.delete("/sessions/{key}/queue", withKey(s.clearQueue))
 }
 
-type enqueueRequest struct {
-	Text    string          `json:"text"`
-	Kind    string          `json:"kind"`
-	Message json.RawMessage `json:"message"`
-}
-
-func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) {
-	key, err := pathKey(r)
+func (s *Server) enqueue(w http.ResponseWriter, r *http.Request, key sessionKey) error {
+	req, err := decode[enqueueRequest](r, false)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	var req enqueueRequest
-	if err := decode(r, &req, false); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if bytes.Equal(req.Message, []byte("null")) {
-		req.Message = nil
-	}
-	if err := validateEnqueue(req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	res, err := s.Commands.Enqueue(r.Context(), key, commands.EnqueueMessage{
-		Kind: req.Kind, Text: req.Text, Message: req.Message, CommandID: commandID(r),
-	})
+	res, err := s.Commands.Enqueue(r.Context(), req.command(key, commandID(r)))
 	if err != nil {
-		s.writeError(w, r, queueError(err))
-		return
+		return queueError(err)
 	}
 	s.wrote(res.Position)
-	writeJSON(w, http.StatusOK, struct {
+	return respond(w, struct {
 		Depth  int    `json:"depth"`
 		ItemID string `json:"item_id"`
 	}{res.Depth, res.ItemID})
-}
-
-func validateEnqueue(req enqueueRequest) error {
-	switch {
-	case req.Kind == "":
-		return fmt.Errorf("%w: kind is required (followup or queue)", errBadRequest)
-	case req.Kind != events.QueueKindFollowup && req.Kind != events.QueueKindQueue:
-		return fmt.Errorf("%w: kind %q is not followup or queue", errBadRequest, req.Kind)
-	case len(req.Text) > domain.MaxQueueTextBytes:
-		return fmt.Errorf("%w: text is %d bytes, the limit is %d", errTooLarge, len(req.Text), domain.MaxQueueTextBytes)
-	case len(req.Message) > domain.MaxQueueMessageBytes:
-		return fmt.Errorf("%w: message is %d bytes, the limit is %d", errTooLarge, len(req.Message), domain.MaxQueueMessageBytes)
-	case len(req.Message) > 0 && req.Message[0] != '{':
-		return fmt.Errorf("%w: message must be a JSON object", errBadRequest)
-	case req.Text == "" && len(req.Message) == 0:
-		return fmt.Errorf("%w: text or message is required", errBadRequest)
-	}
-	return nil
 }
 
 // queuedItem is a taken item as the API answers it.
@@ -98,33 +54,20 @@ type queuedItem struct {
 	Message json.RawMessage `json:"message"`
 }
 
-func (s *Server) takeQueued(w http.ResponseWriter, r *http.Request) {
-	release, ok := s.admitTurn()
-	if !ok {
-		s.writeError(w, r, fmt.Errorf("%w; queued items are kept for the next start", errDraining))
-		return
+func (s *Server) takeQueued(w http.ResponseWriter, r *http.Request, key sessionKey) error {
+	if _, err := decode[emptyRequest](r, true); err != nil {
+		return err
 	}
-	defer release()
-	key, err := pathKey(r)
+	res, err := s.Commands.TakeQueued(r.Context(), commands.TakeQueued{Key: string(key), CommandID: commandID(r)})
 	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := decode(r, &struct{}{}, true); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	res, err := s.Commands.TakeQueued(r.Context(), key, commandID(r))
-	if err != nil {
-		s.writeError(w, r, queueError(err))
-		return
+		return queueError(err)
 	}
 	s.wrote(res.Position)
 	if res.Item == nil {
 		w.WriteHeader(http.StatusNoContent)
-		return
+		return nil
 	}
-	writeJSON(w, http.StatusOK, queuedItem{
+	return respond(w, queuedItem{
 		ItemID: res.Item.ItemID, Text: res.Item.Text, Kind: res.Item.Kind, Message: jsonOrNull(res.Item.Message),
 	})
 }
@@ -147,16 +90,10 @@ func newQueueEntry(it domain.QueueItem, ttl time.Duration) queueEntry {
 	}
 }
 
-func (s *Server) inspectQueue(w http.ResponseWriter, r *http.Request) {
-	key, err := pathKey(r)
+func (s *Server) inspectQueue(w http.ResponseWriter, r *http.Request, key sessionKey) error {
+	q, _, err := s.Commands.Queue(r.Context(), string(key))
 	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	q, _, err := s.Commands.Queue(r.Context(), key)
-	if err != nil {
-		s.writeError(w, r, queueError(err))
-		return
+		return queueError(err)
 	}
 	ttl := s.Commands.Config().Queue.Rules().TTL
 	out := struct {
@@ -171,26 +108,19 @@ func (s *Server) inspectQueue(w http.ResponseWriter, r *http.Request) {
 	for _, it := range q.Overflow {
 		out.Overflow = append(out.Overflow, newQueueEntry(it, ttl))
 	}
-	writeJSON(w, http.StatusOK, out)
+	return respond(w, out)
 }
 
-func (s *Server) clearQueue(w http.ResponseWriter, r *http.Request) {
-	key, err := pathKey(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+func (s *Server) clearQueue(w http.ResponseWriter, r *http.Request, key sessionKey) error {
+	if _, err := decode[emptyRequest](r, true); err != nil {
+		return err
 	}
-	if err := decode(r, &struct{}{}, true); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	res, n, err := s.Commands.ClearQueue(r.Context(), key, commandID(r))
+	res, n, err := s.Commands.ClearQueue(r.Context(), commands.ClearQueue{Key: string(key), CommandID: commandID(r)})
 	if err != nil {
-		s.writeError(w, r, queueError(err))
-		return
+		return queueError(err)
 	}
 	s.wrote(res.Position)
-	writeJSON(w, http.StatusOK, struct {
+	return respond(w, struct {
 		Cleared int `json:"cleared"`
 	}{n})
 }

@@ -3,14 +3,10 @@ package api
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,19 +119,20 @@ func (s *Server) Handler() http.Handler {
 		r.Use(s.auth)
 		r.Use(s.limitBody)
 		r.Use(s.checkIdempotencyKey)
-		s.laneRoutes(r)
-		s.eventRoutes(r)
-		s.transcriptRoutes(r)
-		s.queueRoutes(r)
-		s.contextRoutes(r)
+		rt := routes{s: s, r: r}
+		s.laneRoutes(rt)
+		s.eventRoutes(rt)
+		s.transcriptRoutes(rt)
+		s.queueRoutes(rt)
+		s.contextRoutes(rt)
 		if s.Clock != nil {
-			r.Post("/clock", s.setClock)
+			rt.post("/clock", s.setClock)
 		}
-		r.Post("/admin/restart", s.restart)
+		rt.post("/admin/restart", s.restart)
 	})
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, fmt.Errorf("%w: no route %s %s", errNotFound, r.Method, r.URL.Path))
-	})
+	r.NotFound(s.serve(func(w http.ResponseWriter, r *http.Request) error {
+		return fmt.Errorf("%w: no route %s %s", errNotFound, r.Method, r.URL.Path)
+	}))
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		var body ErrorBody
 		body.Error.Code, body.Error.Message = CodeInvalidArgument, "method not allowed"
@@ -186,49 +183,6 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 	})
 }
 
-// decode reads a JSON body strictly: unknown fields, trailing data and
-// wrong types are refused. An empty body decodes as {} when allowEmpty.
-func decode(r *http.Request, v any, allowEmpty bool) error {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return fmt.Errorf("%w: the limit is %d bytes", errTooLarge, tooBig.Limit)
-		}
-		return fmt.Errorf("%w: read body: %v", errBadRequest, err)
-	}
-	if len(strings.TrimSpace(string(body))) == 0 {
-		if allowEmpty {
-			return nil
-		}
-		return fmt.Errorf("%w: a JSON body is required", errBadRequest)
-	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %s", errBadRequest, describeJSONError(err))
-	}
-	if dec.More() {
-		return fmt.Errorf("%w: trailing data after the JSON body", errBadRequest)
-	}
-	return nil
-}
-
-func describeJSONError(err error) string {
-	var typeErr *json.UnmarshalTypeError
-	var syntaxErr *json.SyntaxError
-	switch {
-	case errors.As(err, &typeErr):
-		return fmt.Sprintf("field %q must be %s, not %s", typeErr.Field, typeErr.Type, typeErr.Value)
-	case errors.As(err, &syntaxErr):
-		return fmt.Sprintf("malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "malformed JSON: unexpected end of body"
-	default:
-		return err.Error()
-	}
-}
-
 // routeOnEscapedPath makes chi match the escaped path, always. Left to
 // itself chi routes on r.URL.RawPath when net/url kept one (the path had an
 // escape such as %2F that the default encoding would not produce) and on
@@ -242,26 +196,6 @@ func routeOnEscapedPath(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// pathKey returns the percent-decoded session key of the route.
-func pathKey(r *http.Request) (string, error) {
-	return pathParam(r, "key")
-}
-
-func pathParam(r *http.Request, name string) (string, error) {
-	raw := chi.URLParam(r, name)
-	v, err := url.PathUnescape(raw)
-	if err != nil {
-		return "", fmt.Errorf("%w: %s %q is not validly percent-encoded", errBadRequest, name, raw)
-	}
-	if v == "" {
-		return "", fmt.Errorf("%w: empty %s", errBadRequest, name)
-	}
-	if len(v) > 1024 {
-		return "", fmt.Errorf("%w: %s longer than 1024 bytes", errBadRequest, name)
-	}
-	return v, nil
 }
 
 // wrote records a position this server appended.

@@ -10,10 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"hermes/commands"
-	"hermes/domain"
 	"hermes/events"
 	"hermes/projections/sessions"
 	"hermes/projections/transcripts"
@@ -54,46 +51,39 @@ func (x transcriptIndex) LaneOfSession(ctx context.Context, id string) (string, 
 	return row.Lane.SessionKey, nil
 }
 
-func (s *Server) transcriptRoutes(r chi.Router) {
+func (s *Server) transcriptRoutes(rt routes) {
 	if s.Transcripts == nil {
 		return
 	}
 	s.transcriptCommands = s.Commands.Transcripts(transcriptIndex{reader: s.Transcripts, lanes: s.Lanes})
-	r.Get("/transcripts/recent", s.recentTranscripts)
-	r.Get("/transcripts/{session_id}", s.getTranscriptSession)
-	r.Patch("/transcripts/{session_id}", s.patchTranscriptSession)
-	r.Delete("/transcripts/{session_id}", s.deleteTranscript)
-	r.Post("/transcripts/{session_id}/messages", s.appendMessage)
-	r.Get("/transcripts/{session_id}/messages", s.getMessages)
-	r.Put("/transcripts/{session_id}/messages", s.rewriteMessages)
-	r.Post("/transcripts/{session_id}/rewind", s.rewind)
-	r.Put("/transcripts/{session_id}/title", s.setTitle)
-	r.Get("/transcripts/{session_id}/lineage", s.lineage)
-	r.Get("/transcripts/{session_id}/export", s.exportSession)
-	r.Post("/transcripts/{session_id}/clear", s.clearTranscript)
-	r.Post("/transcripts/{session_id}/end", s.endTranscript)
-	r.Get("/titles/resolve", s.resolveTitle)
-	r.Get("/titles/next", s.nextTitle)
-	r.Get("/search", s.search)
-	r.Get("/export", s.exportAll)
-	r.Get("/stats/tokens", s.tokenStats)
-	r.Post("/maintenance/prune-sessions", s.pruneSessions)
+	// The transcript commands check the read model (does the session
+	// exist, who holds a title), so the writes wait for it too (current).
+	session := func(h func(http.ResponseWriter, *http.Request, sessionID) error) handlerFunc {
+		return s.current(withSessionID(h))
+	}
+	rt.get("/transcripts/recent", s.recentTranscripts)
+	rt.get("/transcripts/{session_id}", withSessionID(s.getTranscriptSession))
+	rt.patch("/transcripts/{session_id}", session(s.patchTranscriptSession))
+	rt.delete("/transcripts/{session_id}", session(s.deleteTranscript))
+	rt.post("/transcripts/{session_id}/messages", session(s.appendMessage))
+	rt.get("/transcripts/{session_id}/messages", withSessionID(s.getMessages))
+	rt.put("/transcripts/{session_id}/messages", session(s.rewriteMessages))
+	rt.post("/transcripts/{session_id}/rewind", session(s.rewind))
+	rt.put("/transcripts/{session_id}/title", session(s.setTitle))
+	rt.get("/transcripts/{session_id}/lineage", withSessionID(s.lineage))
+	rt.get("/transcripts/{session_id}/export", withSessionID(s.exportSession))
+	rt.post("/transcripts/{session_id}/clear", session(s.clearTranscript))
+	rt.post("/transcripts/{session_id}/end", session(s.endTranscript))
+	rt.get("/titles/resolve", s.resolveTitle)
+	rt.get("/titles/next", s.nextTitle)
+	rt.get("/search", s.search)
+	rt.get("/export", s.exportAll)
+	rt.get("/stats/tokens", s.tokenStats)
+	rt.post("/maintenance/prune-sessions", s.pruneSessions)
 }
 
-// sessionIDParam validates the session id of the path before it names a
-// stream or a query.
-func sessionIDParam(r *http.Request) (string, error) {
-	id, err := pathParam(r, "session_id")
-	if err != nil {
-		return "", err
-	}
-	if err := domain.ValidateSessionID(id); err != nil {
-		return "", err
-	}
-	return id, nil
-}
-
-// syncReadModel is read-your-writes for the transcript commands' checks.
+// syncReadModel is read-your-writes for the transcript commands' checks:
+// it waits for everything in the log, not only this server's writes.
 func (s *Server) syncReadModel(ctx context.Context) error {
 	head, err := s.Store.Head(ctx)
 	if err != nil {
@@ -103,53 +93,40 @@ func (s *Server) syncReadModel(ctx context.Context) error {
 	return s.fresh(ctx)
 }
 
-func (s *Server) transcriptSession(w http.ResponseWriter, r *http.Request) (string, bool) {
-	id, err := sessionIDParam(r)
-	if err == nil {
-		err = s.fresh(r.Context())
-	}
-	if err != nil {
-		s.writeError(w, r, err)
-		return "", false
-	}
-	return id, true
+// readAfter records a write at pos and waits until the read models have
+// it, for a write answered from the read model.
+func (s *Server) readAfter(ctx context.Context, pos uint64) error {
+	s.wrote(pos)
+	return s.fresh(ctx)
 }
 
-func (s *Server) getTranscriptSession(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.transcriptSession(w, r)
-	if !ok {
-		return
+func (s *Server) getTranscriptSession(w http.ResponseWriter, r *http.Request, id sessionID) error {
+	row, err := s.Transcripts.Session(r.Context(), string(id))
+	if err != nil {
+		return err
 	}
-	row, err := s.Transcripts.Session(r.Context(), id)
-	s.reply(w, r, row, err)
+	return respond(w, row)
 }
 
-func (s *Server) appendMessage(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.transcriptSession(w, r)
-	if !ok {
-		return
-	}
-	var m events.Message
-	if err := decode(r, &m, false); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	res, err := s.transcriptCommands.AppendMessage(r.Context(), id, m, commandID(r))
+func (s *Server) appendMessage(w http.ResponseWriter, r *http.Request, id sessionID) error {
+	req, err := decode[messageRequest](r, false)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	s.wrote(res.Position)
-	if err := s.fresh(r.Context()); err != nil {
-		s.writeError(w, r, err)
-		return
+	res, err := s.transcriptCommands.AppendMessage(r.Context(), commands.AppendMessage{
+		SessionID: string(id), Message: req.event(), CommandID: commandID(r),
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.readAfter(r.Context(), res.Position); err != nil {
+		return err
 	}
 	ids, err := s.Transcripts.MessageIDs(r.Context(), res.MessagePosition)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
+	return respond(w, struct {
 		ID       int64  `json:"id"`
 		Position uint64 `json:"position"`
 	}{ids.FirstID, res.MessagePosition})
@@ -166,126 +143,85 @@ func boolQuery(r *http.Request, name string) (bool, error) {
 	return false, fmt.Errorf("%w: %s must be true or false", errBadRequest, name)
 }
 
-func (s *Server) getMessages(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.transcriptSession(w, r)
-	if !ok {
-		return
-	}
-	if _, err := s.Transcripts.Session(r.Context(), id); err != nil {
-		s.writeError(w, r, err)
-		return
+func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, id sessionID) error {
+	if _, err := s.Transcripts.Session(r.Context(), string(id)); err != nil {
+		return err
 	}
 	format := r.URL.Query().Get("format")
 	ancestors, err := boolQuery(r, "include_ancestors")
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	inactive, err := boolQuery(r, "include_inactive")
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	switch format {
 	case "conversation":
-		msgs, err := s.Transcripts.Conversation(r.Context(), id, ancestors)
+		msgs, err := s.Transcripts.Conversation(r.Context(), string(id), ancestors)
 		if err != nil {
-			s.writeError(w, r, err)
-			return
+			return err
 		}
-		writeJSON(w, http.StatusOK, struct {
+		return respond(w, struct {
 			Messages []transcripts.ChatMessage `json:"messages"`
 		}{nonNil(msgs)})
 	case "", "raw":
-		msgs, err := s.Transcripts.Messages(r.Context(), id, inactive)
+		msgs, err := s.Transcripts.Messages(r.Context(), string(id), inactive)
 		if err != nil {
-			s.writeError(w, r, err)
-			return
+			return err
 		}
-		writeJSON(w, http.StatusOK, struct {
+		return respond(w, struct {
 			Messages []transcripts.Message `json:"messages"`
 		}{nonNil(msgs)})
 	default:
-		s.writeError(w, r, fmt.Errorf("%w: format must be raw or conversation", errBadRequest))
+		return fmt.Errorf("%w: format must be raw or conversation", errBadRequest)
 	}
 }
 
-func (s *Server) rewriteMessages(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.transcriptSession(w, r)
-	if !ok {
-		return
-	}
-	var req struct {
-		Messages *[]events.Message `json:"messages"`
-	}
-	if err := decode(r, &req, false); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if req.Messages == nil {
-		s.writeError(w, r, fmt.Errorf("%w: messages is required", errBadRequest))
-		return
-	}
-	pos, err := s.transcriptCommands.RewriteTranscript(r.Context(), id, *req.Messages, commandID(r))
+func (s *Server) rewriteMessages(w http.ResponseWriter, r *http.Request, id sessionID) error {
+	req, err := decode[rewriteRequest](r, false)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	s.wrote(pos)
-	if err := s.fresh(r.Context()); err != nil {
-		s.writeError(w, r, err)
-		return
+	pos, err := s.transcriptCommands.RewriteTranscript(r.Context(), commands.RewriteTranscript{
+		SessionID: string(id), Messages: req.events(), CommandID: commandID(r),
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.readAfter(r.Context(), pos); err != nil {
+		return err
 	}
 	ids := []int64{}
 	if rng, err := s.Transcripts.MessageIDs(r.Context(), pos); err == nil {
 		ids = rng.IDs()
 	}
-	writeJSON(w, http.StatusOK, struct {
+	return respond(w, struct {
 		IDs []int64 `json:"ids"`
 	}{ids})
 }
 
-func (s *Server) rewind(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.transcriptSession(w, r)
-	if !ok {
-		return
-	}
-	var req struct {
-		N *int `json:"n"`
-	}
-	if err := decode(r, &req, true); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	n := 1
-	if req.N != nil {
-		n = *req.N
-	}
-	if n > 10000 {
-		s.writeError(w, r, fmt.Errorf("%w: n must be at most 10000", errBadRequest))
-		return
+func (s *Server) rewind(w http.ResponseWriter, r *http.Request, id sessionID) error {
+	req, err := decode[rewindRequest](r, true)
+	if err != nil {
+		return err
 	}
 	if err := s.syncReadModel(r.Context()); err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	if _, err := s.Transcripts.Session(r.Context(), id); err != nil {
-		s.writeError(w, r, err)
-		return
+	if _, err := s.Transcripts.Session(r.Context(), string(id)); err != nil {
+		return err
 	}
-	target, err := s.Transcripts.RewindTarget(r.Context(), id, n)
+	target, err := s.Transcripts.RewindTarget(r.Context(), string(id), req.n())
 	if errors.Is(err, transcripts.ErrNoUserMessages) {
-		s.writeError(w, r, fmt.Errorf("%w: session %s has no user message to rewind to", errNotFound, id))
-		return
+		return fmt.Errorf("%w: session %s has no user message to rewind to", errNotFound, id)
 	}
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	active, err := s.Transcripts.Messages(r.Context(), id, false)
+	active, err := s.Transcripts.Messages(r.Context(), string(id), false)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	flipped := 0
 	for _, m := range active {
@@ -293,13 +229,14 @@ func (s *Server) rewind(w http.ResponseWriter, r *http.Request) {
 			flipped++
 		}
 	}
-	pos, err := s.transcriptCommands.Rewind(r.Context(), id, target.TargetID, target.TurnsUndone, commandID(r))
+	pos, err := s.transcriptCommands.Rewind(r.Context(), commands.Rewind{
+		SessionID: string(id), TargetMessageID: target.TargetID, TurnsUndone: target.TurnsUndone, CommandID: commandID(r),
+	})
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	s.wrote(pos)
-	writeJSON(w, http.StatusOK, struct {
+	return respond(w, struct {
 		RewoundCount int    `json:"rewound_count"`
 		TurnsUndone  int    `json:"turns_undone"`
 		TargetText   string `json:"target_text"`
@@ -307,168 +244,99 @@ func (s *Server) rewind(w http.ResponseWriter, r *http.Request) {
 	}{flipped, target.TurnsUndone, target.TargetText, target.TargetID})
 }
 
-func (s *Server) setTitle(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.transcriptSession(w, r)
-	if !ok {
-		return
-	}
-	var req struct {
-		Title *string `json:"title"`
-	}
-	if err := decode(r, &req, false); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if req.Title == nil {
-		s.writeError(w, r, fmt.Errorf("%w: title is required (\"\" clears it)", errBadRequest))
-		return
+func (s *Server) setTitle(w http.ResponseWriter, r *http.Request, id sessionID) error {
+	req, err := decode[titleRequest](r, false)
+	if err != nil {
+		return err
 	}
 	title, err := transcripts.SanitizeTitle(*req.Title)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	pos, err := s.transcriptCommands.SetTitle(r.Context(), id, title, s.syncReadModel, commandID(r))
+	pos, err := s.transcriptCommands.SetTitle(r.Context(), commands.SetTitle{
+		SessionID: string(id), Title: title, Sync: s.syncReadModel, CommandID: commandID(r),
+	})
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	s.wrote(pos)
-	writeJSON(w, http.StatusOK, struct {
+	return respond(w, struct {
 		SessionID string  `json:"session_id"`
 		Title     *string `json:"title"`
-	}{id, nullable(title)})
+	}{string(id), nullable(title)})
 }
 
-func (s *Server) patchTranscriptSession(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.transcriptSession(w, r)
-	if !ok {
-		return
-	}
-	var u events.SessionMetadataUpdated
-	var req struct {
-		Model            *string  `json:"model"`
-		ModelConfig      *string  `json:"model_config"`
-		SystemPrompt     *string  `json:"system_prompt"`
-		ParentSessionID  *string  `json:"parent_session_id"`
-		BillingProvider  *string  `json:"billing_provider"`
-		BillingBaseURL   *string  `json:"billing_base_url"`
-		BillingMode      *string  `json:"billing_mode"`
-		InputTokens      int64    `json:"input_tokens"`
-		OutputTokens     int64    `json:"output_tokens"`
-		CacheReadTokens  int64    `json:"cache_read_tokens"`
-		CacheWriteTokens int64    `json:"cache_write_tokens"`
-		ReasoningTokens  int64    `json:"reasoning_tokens"`
-		EstimatedCostUSD *float64 `json:"estimated_cost_usd"`
-		ActualCostUSD    *float64 `json:"actual_cost_usd"`
-		CostStatus       *string  `json:"cost_status"`
-		CostSource       *string  `json:"cost_source"`
-		PricingVersion   *string  `json:"pricing_version"`
-		APICallCount     int64    `json:"api_call_count"`
-	}
-	if err := decode(r, &req, false); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	u = events.SessionMetadataUpdated{
-		SessionID: id, Model: req.Model, ModelConfig: req.ModelConfig, SystemPrompt: req.SystemPrompt,
-		ParentSessionID: req.ParentSessionID, BillingProvider: req.BillingProvider, BillingBaseURL: req.BillingBaseURL,
-		BillingMode: req.BillingMode, InputTokens: req.InputTokens, OutputTokens: req.OutputTokens,
-		CacheReadTokens: req.CacheReadTokens, CacheWriteTokens: req.CacheWriteTokens, ReasoningTokens: req.ReasoningTokens,
-		EstimatedCostUSD: req.EstimatedCostUSD, ActualCostUSD: req.ActualCostUSD, CostStatus: req.CostStatus,
-		CostSource: req.CostSource, PricingVersion: req.PricingVersion, APICallCount: req.APICallCount,
-	}
-	pos, err := s.transcriptCommands.UpdateMetadata(r.Context(), u, commandID(r))
+func (s *Server) patchTranscriptSession(w http.ResponseWriter, r *http.Request, id sessionID) error {
+	req, err := decode[metadataRequest](r, false)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
+	}
+	pos, err := s.transcriptCommands.UpdateMetadata(r.Context(), req.command(id, commandID(r)))
+	if err != nil {
+		return err
+	}
+	if err := s.readAfter(r.Context(), pos); err != nil {
+		return err
+	}
+	return s.getTranscriptSession(w, r, id)
+}
+
+func (s *Server) deleteTranscript(w http.ResponseWriter, r *http.Request, id sessionID) error {
+	pos, err := s.transcriptCommands.DeleteSession(r.Context(), commands.DeleteSession{
+		SessionID: string(id), Reason: events.DeleteRequested, CommandID: commandID(r),
+	})
+	return s.transcriptDone(w, id, pos, err, "deleted")
+}
+
+func (s *Server) clearTranscript(w http.ResponseWriter, r *http.Request, id sessionID) error {
+	pos, err := s.transcriptCommands.ClearTranscript(r.Context(), commands.ClearTranscript{SessionID: string(id), CommandID: commandID(r)})
+	return s.transcriptDone(w, id, pos, err, "cleared")
+}
+
+func (s *Server) endTranscript(w http.ResponseWriter, r *http.Request, id sessionID) error {
+	req, err := decode[endRequest](r, false)
+	if err != nil {
+		return err
+	}
+	pos, err := s.transcriptCommands.EndSession(r.Context(), commands.EndSession{SessionID: string(id), Reason: req.Reason, CommandID: commandID(r)})
+	return s.transcriptDone(w, id, pos, err, "ended")
+}
+
+// transcriptDone records a transcript command's append and answers
+// {"session_id": id, done: true}.
+func (s *Server) transcriptDone(w http.ResponseWriter, id sessionID, pos uint64, err error, done string) error {
+	if err != nil {
+		return err
 	}
 	s.wrote(pos)
-	if err := s.fresh(r.Context()); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	row, err := s.Transcripts.Session(r.Context(), id)
-	s.reply(w, r, row, err)
+	return respond(w, map[string]any{"session_id": string(id), done: true})
 }
 
-func (s *Server) deleteTranscript(w http.ResponseWriter, r *http.Request) {
-	s.transcriptAction(w, r, func(id string) (uint64, error) {
-		return s.transcriptCommands.DeleteSession(r.Context(), id, events.DeleteRequested, commandID(r))
-	}, "deleted")
-}
-
-func (s *Server) clearTranscript(w http.ResponseWriter, r *http.Request) {
-	s.transcriptAction(w, r, func(id string) (uint64, error) {
-		return s.transcriptCommands.ClearTranscript(r.Context(), id, commandID(r))
-	}, "cleared")
-}
-
-func (s *Server) endTranscript(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Reason string `json:"reason"`
-	}
-	if err := decode(r, &req, false); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.transcriptAction(w, r, func(id string) (uint64, error) {
-		return s.transcriptCommands.EndSession(r.Context(), id, req.Reason, commandID(r))
-	}, "ended")
-}
-
-func (s *Server) transcriptAction(w http.ResponseWriter, r *http.Request, run func(id string) (uint64, error), done string) {
-	id, ok := s.transcriptSession(w, r)
-	if !ok {
-		return
-	}
-	pos, err := run(id)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.wrote(pos)
-	writeJSON(w, http.StatusOK, map[string]any{"session_id": id, done: true})
-}
-
-func (s *Server) resolveTitle(w http.ResponseWriter, r *http.Request) {
+func (s *Server) resolveTitle(w http.ResponseWriter, r *http.Request) error {
 	title := r.URL.Query().Get("title")
 	if title == "" {
-		s.writeError(w, r, fmt.Errorf("%w: title is required", errBadRequest))
-		return
-	}
-	if err := s.fresh(r.Context()); err != nil {
-		s.writeError(w, r, err)
-		return
+		return fmt.Errorf("%w: title is required", errBadRequest)
 	}
 	id, err := s.Transcripts.ResolveTitle(r.Context(), title)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	if id == "" {
-		s.writeError(w, r, fmt.Errorf("%w: no session titled %q", errNotFound, title))
-		return
+		return fmt.Errorf("%w: no session titled %q", errNotFound, title)
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"session_id": id})
+	return respond(w, map[string]string{"session_id": id})
 }
 
-func (s *Server) nextTitle(w http.ResponseWriter, r *http.Request) {
+func (s *Server) nextTitle(w http.ResponseWriter, r *http.Request) error {
 	title := r.URL.Query().Get("title")
 	if title == "" {
-		s.writeError(w, r, fmt.Errorf("%w: title is required", errBadRequest))
-		return
-	}
-	if err := s.fresh(r.Context()); err != nil {
-		s.writeError(w, r, err)
-		return
+		return fmt.Errorf("%w: title is required", errBadRequest)
 	}
 	next, err := s.Transcripts.NextTitle(r.Context(), title)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"title": next})
+	return respond(w, map[string]string{"title": next})
 }
 
 // listQuery reads a filter given as repeated parameters or a comma list;
@@ -501,143 +369,107 @@ func intQuery(r *http.Request, name string, def, lo, hi int) (int, error) {
 	return n, nil
 }
 
-func (s *Server) search(w http.ResponseWriter, r *http.Request) {
+func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query().Get("q")
 	if len(q) > 4096 {
-		s.writeError(w, r, fmt.Errorf("%w: q longer than 4096 bytes", errBadRequest))
-		return
+		return fmt.Errorf("%w: q longer than 4096 bytes", errBadRequest)
 	}
 	limit, err := intQuery(r, "limit", 20, 1, 500)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	offset, err := intQuery(r, "offset", 0, 0, 1_000_000)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := s.fresh(r.Context()); err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	results, err := s.Transcripts.Search(r.Context(), transcripts.SearchQuery{
 		Query: q, Sources: listQuery(r, "source"), ExcludeSources: listQuery(r, "exclude_source"),
 		Roles: listQuery(r, "role"), Limit: limit, Offset: offset,
 	})
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
+	return respond(w, struct {
 		Results []transcripts.SearchResult `json:"results"`
 	}{nonNil(results)})
 }
 
-func (s *Server) lineage(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.transcriptSession(w, r)
-	if !ok {
-		return
+func (s *Server) lineage(w http.ResponseWriter, r *http.Request, id sessionID) error {
+	l, err := s.Transcripts.Lineage(r.Context(), string(id))
+	if err != nil {
+		return err
 	}
-	l, err := s.Transcripts.Lineage(r.Context(), id)
-	s.reply(w, r, l, err)
+	return respond(w, l)
 }
 
-func (s *Server) recentTranscripts(w http.ResponseWriter, r *http.Request) {
+func (s *Server) recentTranscripts(w http.ResponseWriter, r *http.Request) error {
 	limit, err := intQuery(r, "limit", 20, 1, 1000)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := s.fresh(r.Context()); err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	rows, err := s.Transcripts.Recent(r.Context(), limit)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
+	return respond(w, struct {
 		Sessions []transcripts.RecentSession `json:"sessions"`
 	}{nonNil(rows)})
 }
 
-func (s *Server) exportSession(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.transcriptSession(w, r)
-	if !ok {
-		return
+func (s *Server) exportSession(w http.ResponseWriter, r *http.Request, id sessionID) error {
+	out, err := s.Transcripts.ExportSession(r.Context(), string(id))
+	if err != nil {
+		return err
 	}
-	out, err := s.Transcripts.ExportSession(r.Context(), id)
-	s.reply(w, r, out, err)
+	return respond(w, out)
 }
 
-func (s *Server) exportAll(w http.ResponseWriter, r *http.Request) {
-	if err := s.fresh(r.Context()); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+func (s *Server) exportAll(w http.ResponseWriter, r *http.Request) error {
 	out, err := s.Transcripts.ExportAll(r.Context(), r.URL.Query().Get("source"))
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.Encode(struct {
 		Sessions []transcripts.SessionExport `json:"sessions"`
 	}{nonNil(out)})
+	return nil
 }
 
-func (s *Server) tokenStats(w http.ResponseWriter, r *http.Request) {
-	if err := s.fresh(r.Context()); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+func (s *Server) tokenStats(w http.ResponseWriter, r *http.Request) error {
 	stats, err := s.Transcripts.TokenStats(r.Context())
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
+	return respond(w, struct {
 		Models []transcripts.ModelUsage `json:"models"`
 	}{nonNil(stats)})
 }
 
-func (s *Server) pruneSessions(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		OlderThanDays *int   `json:"older_than_days"`
-		Source        string `json:"source"`
-	}
-	if err := decode(r, &req, false); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if req.OlderThanDays == nil || *req.OlderThanDays < 0 || *req.OlderThanDays > 36500 {
-		s.writeError(w, r, fmt.Errorf("%w: older_than_days must be an integer from 0 to 36500", errBadRequest))
-		return
+func (s *Server) pruneSessions(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[pruneSessionsRequest](r, false)
+	if err != nil {
+		return err
 	}
 	if err := s.syncReadModel(r.Context()); err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	ids, err := s.Transcripts.PrunableSessions(r.Context(), time.Duration(*req.OlderThanDays)*24*time.Hour, req.Source, s.Commands.Now())
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	deleted := 0
 	for _, id := range ids {
-		pos, err := s.transcriptCommands.DeleteSession(r.Context(), id, events.DeletePruned, "")
+		pos, err := s.transcriptCommands.DeleteSession(r.Context(), commands.DeleteSession{SessionID: id, Reason: events.DeletePruned})
 		if errors.Is(err, commands.ErrSessionNotFound) {
 			continue
 		}
 		if err != nil {
-			s.writeError(w, r, err)
-			return
+			return err
 		}
 		s.wrote(pos)
 		deleted++
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"deleted": deleted})
+	return respond(w, map[string]int{"deleted": deleted})
 }

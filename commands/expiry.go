@@ -299,7 +299,7 @@ func (w *ExpiryWatcher) finalize(ctx context.Context, due []expiring, rep *PassR
 		// The id names this decision (the lane at this version), not the
 		// session: a session switched back to later is a new incarnation
 		// that may expire and be finalized again.
-		res, err := w.h.FinalizeExpiry(ctx, d.key, forced, fmt.Sprintf("finalize_expiry/%s@%d", d.req.SessionID, d.version))
+		res, err := w.h.FinalizeExpiry(ctx, FinalizeExpiry{Key: d.key, Forced: forced, CommandID: fmt.Sprintf("finalize_expiry/%s@%d", d.req.SessionID, d.version)})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("expiry: %w", err))
 			continue
@@ -361,7 +361,7 @@ func (w *ExpiryWatcher) pruneEntries(ctx context.Context, now time.Time, rep *Pa
 		return nil
 	}
 	if w.cfg.SessionStoreMaxAge > 0 {
-		pruned, err := w.h.PruneOldEntries(ctx, w.cfg.SessionStoreMaxAge, "")
+		pruned, err := w.h.PruneOldEntries(ctx, PruneOldEntries{MaxAge: w.cfg.SessionStoreMaxAge})
 		rep.PrunedEntries = pruned
 		if err != nil {
 			// Not recorded as done: the next pass tries again.
@@ -409,7 +409,7 @@ func (w *ExpiryWatcher) autoPrune(ctx context.Context, now time.Time, rep *PassR
 			errs = append(errs, err)
 			break
 		}
-		_, err := w.cfg.Transcripts.DeleteSession(ctx, id, events.DeletePruned, "auto_prune/"+id)
+		_, err := w.cfg.Transcripts.DeleteSession(ctx, DeleteSession{SessionID: id, Reason: events.DeletePruned, CommandID: "auto_prune/" + id})
 		if errors.Is(err, ErrSessionNotFound) {
 			continue
 		}

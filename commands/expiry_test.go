@@ -158,7 +158,7 @@ func TestExpiryWatcher_FinalizesIdleLanesOnce(t *testing.T) {
 	tg, tgSession := w.lane(t, "telegram", "1")
 	dc, _ := w.lane(t, "discord", "2")
 	busy, _ := w.lane(t, "telegram", "3")
-	if _, err := w.handler.SetActiveProcesses(ctx, busy, 1, ""); err != nil {
+	if _, err := w.handler.SetActiveProcesses(ctx, commands.SetActiveProcesses{Key: busy, Count: 1}); err != nil {
 		t.Fatal(err)
 	}
 	w.clock.Advance(30 * time.Minute)
@@ -270,11 +270,11 @@ func TestExpiryWatcher_PrunesEntriesHourly(t *testing.T) {
 	w := newExpiryWorld(t, domain.ResetPolicy{Mode: domain.ResetNone})
 	old, _ := w.lane(t, "telegram", "1")
 	suspended, _ := w.lane(t, "telegram", "2")
-	if _, err := w.handler.SuspendSession(ctx, suspended, events.SuspendStopCommand, ""); err != nil {
+	if _, err := w.handler.SuspendSession(ctx, commands.SuspendSession{Key: suspended, Reason: events.SuspendStopCommand}); err != nil {
 		t.Fatal(err)
 	}
 	busy, _ := w.lane(t, "telegram", "3")
-	if _, err := w.handler.SetActiveProcesses(ctx, busy, 2, ""); err != nil {
+	if _, err := w.handler.SetActiveProcesses(ctx, commands.SetActiveProcesses{Key: busy, Count: 2}); err != nil {
 		t.Fatal(err)
 	}
 	w.clock.Advance(time.Hour)
@@ -483,10 +483,10 @@ func TestExpiryWatcher_SwitchedBackSessionFinalizedAgain(t *testing.T) {
 	if rep, err := watcher.Pass(ctx); err != nil || len(rep.Finalized) != 1 {
 		t.Fatalf("first pass = %+v, %v; want the lane finalized", rep, err)
 	}
-	if _, err := w.handler.ResetSession(ctx, key, "", ""); err != nil {
+	if _, err := w.handler.ResetSession(ctx, commands.ResetSession{Key: key}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.handler.SwitchSession(ctx, key, first, ""); err != nil {
+	if _, err := w.handler.SwitchSession(ctx, commands.SwitchSession{Key: key, SessionID: first}); err != nil {
 		t.Fatal(err)
 	}
 	w.clock.Advance(2 * time.Hour)

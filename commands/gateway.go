@@ -46,7 +46,16 @@ func (h *Handler) PreviousRun(ctx context.Context) (GatewayRun, error) {
 // RecordGateway appends a gateway lifecycle event (start, interrupted run,
 // drain, stop). Single instance per home is guaranteed by the gateway lock,
 // so the stream is appended at any version.
-func (h *Handler) RecordGateway(ctx context.Context, e events.Event, commandID string) (uint64, error) {
+type RecordGateway struct {
+	Event events.Event
+	// CommandID makes a retry idempotent; empty: one derived from the
+	// process, the clock and the event type.
+	CommandID string
+}
+
+// RecordGateway appends a gateway lifecycle event and returns its position.
+func (h *Handler) RecordGateway(ctx context.Context, c RecordGateway) (uint64, error) {
+	e, commandID := c.Event, c.CommandID
 	if commandID == "" {
 		commandID = fmt.Sprintf("gateway/%d/%d/%s", os.Getpid(), h.now().UnixNano(), e.EventType())
 	}
@@ -62,10 +71,17 @@ func (h *Handler) RecordGateway(ctx context.Context, e events.Event, commandID s
 }
 
 // InterruptTurn closes a lane's open turn that will never complete and
-// marks the lane resume-pending with reason (see domain.Lane.InterruptTurn).
-func (h *Handler) InterruptTurn(ctx context.Context, key, reason, commandID string) (LaneResult, error) {
-	return h.execute(ctx, key, "interrupt_turn", commandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
-		return l.InterruptTurn(reason, now)
+// marks the lane resume-pending with Reason (see domain.Lane.InterruptTurn).
+type InterruptTurn struct {
+	Key       string
+	Reason    string
+	CommandID string
+}
+
+// InterruptTurn closes a lane's open turn as interrupted.
+func (h *Handler) InterruptTurn(ctx context.Context, c InterruptTurn) (LaneResult, error) {
+	return h.execute(ctx, c.Key, "interrupt_turn", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+		return l.InterruptTurn(c.Reason, now)
 	})
 }
 
@@ -97,7 +113,9 @@ func (h *Handler) LastAutoPrune(ctx context.Context) (time.Time, error) {
 
 // RecordAutoPrune records a run of sessions.auto_prune.
 func (h *Handler) RecordAutoPrune(ctx context.Context, run AutoPruneRun) error {
-	_, err := h.RecordGateway(ctx, events.AutoPruneRan{Pruned: run.Pruned, Vacuumed: run.Vacuumed, Error: run.Error, At: run.At},
-		"auto_prune/"+run.At.UTC().Format(time.RFC3339Nano))
+	_, err := h.RecordGateway(ctx, RecordGateway{
+		Event:     events.AutoPruneRan{Pruned: run.Pruned, Vacuumed: run.Vacuumed, Error: run.Error, At: run.At},
+		CommandID: "auto_prune/" + run.At.UTC().Format(time.RFC3339Nano),
+	})
 	return err
 }

@@ -23,7 +23,7 @@ const maxAttempts = 16
 
 // Handler executes lane commands against an event store.
 type Handler struct {
-	store     events.Store
+	store     EventLog
 	now       func() time.Time
 	entropy   func() string
 	cfg       Config
@@ -50,8 +50,9 @@ func WithAliases(a AliasSource) Option { return func(h *Handler) { h.aliases = a
 // WithDirectory sets the lane directory used by the sweeping commands.
 func WithDirectory(d LaneDirectory) Option { return func(h *Handler) { h.directory = d } }
 
-// NewHandler returns a handler over store with cfg.
-func NewHandler(store events.Store, cfg Config, opts ...Option) *Handler {
+// NewHandler returns a handler over store (any events.Store will do) with
+// cfg.
+func NewHandler(store EventLog, cfg Config, opts ...Option) *Handler {
 	if cfg.Location == nil {
 		cfg.Location = time.UTC
 	}

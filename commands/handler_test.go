@@ -105,11 +105,11 @@ func TestHandler_ResolveLifecycle(t *testing.T) {
 		t.Fatalf("second resolve = %+v", again)
 	}
 
-	_, turn, err := h.StartTurn(ctx, aliceKey, "", "")
+	_, turn, err := h.StartTurn(ctx, commands.StartTurn{Key: aliceKey})
 	if err != nil || turn == "" {
 		t.Fatalf("StartTurn = %q, %v", turn, err)
 	}
-	done, err := h.CompleteTurn(ctx, aliceKey, domain.TurnOutcome{InputTokens: 7, OutputTokens: 3}, "")
+	done, err := h.CompleteTurn(ctx, commands.CompleteTurn{Key: aliceKey, Outcome: domain.TurnOutcome{InputTokens: 7, OutputTokens: 3}})
 	if err != nil || done.Lane.TotalTokens != 10 || done.Lane.TurnOpen() {
 		t.Fatalf("CompleteTurn = %+v, %v", done.Lane, err)
 	}
@@ -123,10 +123,10 @@ func TestHandler_ResolveLifecycle(t *testing.T) {
 		t.Fatalf("resolve after idle = %+v", reset)
 	}
 
-	if _, err := h.SuspendSession(ctx, aliceKey, events.SuspendStopCommand, ""); err != nil {
+	if _, err := h.SuspendSession(ctx, commands.SuspendSession{Key: aliceKey, Reason: events.SuspendStopCommand}); err != nil {
 		t.Fatal(err)
 	}
-	_, marked, err := h.MarkResumePending(ctx, aliceKey, events.ResumeRestartTimeout, "")
+	_, marked, err := h.MarkResumePending(ctx, commands.MarkResumePending{Key: aliceKey, Reason: events.ResumeRestartTimeout})
 	if err != nil || marked {
 		t.Fatalf("MarkResumePending on a suspended lane = %v, %v; want not marked", marked, err)
 	}
@@ -158,14 +158,26 @@ func TestHandler_RefusalsAppendNothing(t *testing.T) {
 			_, err := h.ResolveSession(ctx, commands.ResolveSession{Source: domain.SessionSource{ChatID: "1"}})
 			return err
 		}, domain.ErrInvalidArgument},
-		{"touch a missing lane", func() error { _, err := h.UpdateSession(ctx, "agent:main:x:dm:1", nil, ""); return err }, domain.ErrLaneNotFound},
-		{"negative tokens", func() error { _, err := h.UpdateSession(ctx, aliceKey, &neg, ""); return err }, domain.ErrInvalidArgument},
-		{"switch to ../", func() error { _, err := h.SwitchSession(ctx, aliceKey, "../x", ""); return err }, domain.ErrInvalidSessionID},
-		{"resume reason over the bound", func() error {
-			_, _, err := h.MarkResumePending(ctx, aliceKey, strings.Repeat("x", domain.MaxResumeReasonBytes+1), "")
+		{"touch a missing lane", func() error {
+			_, err := h.UpdateSession(ctx, commands.UpdateSession{Key: "agent:main:x:dm:1"})
+			return err
+		}, domain.ErrLaneNotFound},
+		{"negative tokens", func() error {
+			_, err := h.UpdateSession(ctx, commands.UpdateSession{Key: aliceKey, LastPromptTokens: &neg})
 			return err
 		}, domain.ErrInvalidArgument},
-		{"empty key", func() error { _, err := h.SuspendSession(ctx, "", events.SuspendStopCommand, ""); return err }, domain.ErrInvalidArgument},
+		{"switch to ../", func() error {
+			_, err := h.SwitchSession(ctx, commands.SwitchSession{Key: aliceKey, SessionID: "../x"})
+			return err
+		}, domain.ErrInvalidSessionID},
+		{"resume reason over the bound", func() error {
+			_, _, err := h.MarkResumePending(ctx, commands.MarkResumePending{Key: aliceKey, Reason: strings.Repeat("x", domain.MaxResumeReasonBytes+1)})
+			return err
+		}, domain.ErrInvalidArgument},
+		{"empty key", func() error {
+			_, err := h.SuspendSession(ctx, commands.SuspendSession{Reason: events.SuspendStopCommand})
+			return err
+		}, domain.ErrInvalidArgument},
 	}
 	for _, c := range cases {
 		if err := c.run(); !errors.Is(err, c.want) {
@@ -247,7 +259,7 @@ func TestHandler_SweepingCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := h.SuspendSession(ctx, "agent:main:telegram:dm:2", events.SuspendStopCommand, ""); err != nil {
+	if _, err := h.SuspendSession(ctx, commands.SuspendSession{Key: "agent:main:telegram:dm:2", Reason: events.SuspendStopCommand}); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Advance(10 * time.Minute)
@@ -256,20 +268,20 @@ func TestHandler_SweepingCommands(t *testing.T) {
 	}
 	f.clock.Advance(time.Minute)
 
-	marked, err := h.SuspendRecentlyActive(ctx, 2*time.Minute, "")
+	marked, err := h.SuspendRecentlyActive(ctx, commands.SuspendRecentlyActive{MaxAge: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(marked) != "[agent:main:telegram:dm:3]" {
 		t.Fatalf("SuspendRecentlyActive marked %v, want only lane 3", marked)
 	}
-	again, _ := h.SuspendRecentlyActive(ctx, time.Hour, "")
+	again, _ := h.SuspendRecentlyActive(ctx, commands.SuspendRecentlyActive{MaxAge: time.Hour})
 	if fmt.Sprint(again) != "[agent:main:telegram:dm:1]" {
 		t.Fatalf("second SuspendRecentlyActive marked %v, want only lane 1 (3 is pending, 2 suspended)", again)
 	}
 
 	f.clock.Advance(48 * time.Hour)
-	pruned, err := h.PruneOldEntries(ctx, 24*time.Hour, "")
+	pruned, err := h.PruneOldEntries(ctx, commands.PruneOldEntries{MaxAge: 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

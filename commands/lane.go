@@ -59,39 +59,80 @@ func (h *Handler) ResolveSession(ctx context.Context, c ResolveSession) (Resolve
 
 // UpdateSession is update_session: activity that pushes back the idle
 // deadline, optionally recording the last prompt size.
-func (h *Handler) UpdateSession(ctx context.Context, key string, lastPromptTokens *int64, commandID string) (LaneResult, error) {
-	return h.execute(ctx, key, "update_session", commandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
-		return l.Touch(lastPromptTokens, now)
+type UpdateSession struct {
+	Key string
+	// LastPromptTokens, when not nil, is the size of the last prompt.
+	LastPromptTokens *int64
+	// CommandID makes a retried request idempotent; empty: a fresh one.
+	CommandID string
+}
+
+// UpdateSession records activity on a lane.
+func (h *Handler) UpdateSession(ctx context.Context, c UpdateSession) (LaneResult, error) {
+	return h.execute(ctx, c.Key, "update_session", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+		return l.Touch(c.LastPromptTokens, now)
 	})
 }
 
 // ResetSession is an explicit /new or /reset.
-func (h *Handler) ResetSession(ctx context.Context, key, displayName, commandID string) (LaneResult, error) {
-	return h.execute(ctx, key, "reset_session", commandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
-		return l.Reset(displayName, h.cfg.rulesFor(l.Platform, l.ChatType), h.entropy(), now)
+type ResetSession struct {
+	Key string
+	// DisplayName names the new session (optional).
+	DisplayName string
+	CommandID   string
+}
+
+// ResetSession starts a new session on a lane.
+func (h *Handler) ResetSession(ctx context.Context, c ResetSession) (LaneResult, error) {
+	return h.execute(ctx, c.Key, "reset_session", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+		return l.Reset(c.DisplayName, h.cfg.rulesFor(l.Platform, l.ChatType), h.entropy(), now)
 	})
 }
 
 // SwitchSession is /resume: point the lane at an existing session id.
-func (h *Handler) SwitchSession(ctx context.Context, key, target, commandID string) (LaneResult, error) {
-	return h.execute(ctx, key, "switch_session", commandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
-		return l.Switch(target, now)
+type SwitchSession struct {
+	Key string
+	// SessionID is the session the lane switches to.
+	SessionID string
+	CommandID string
+}
+
+// SwitchSession points a lane at another session.
+func (h *Handler) SwitchSession(ctx context.Context, c SwitchSession) (LaneResult, error) {
+	return h.execute(ctx, c.Key, "switch_session", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+		return l.Switch(c.SessionID, now)
 	})
 }
 
 // SuspendSession is /stop (or the stuck-loop escalation, with reason
-// stuck_loop).
-func (h *Handler) SuspendSession(ctx context.Context, key, reason, commandID string) (LaneResult, error) {
-	return h.execute(ctx, key, "suspend_session", commandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
-		return l.Suspend(reason, now)
+// events.SuspendStuckLoop).
+type SuspendSession struct {
+	Key string
+	// Reason is events.SuspendStopCommand or events.SuspendStuckLoop.
+	Reason    string
+	CommandID string
+}
+
+// SuspendSession suspends a lane.
+func (h *Handler) SuspendSession(ctx context.Context, c SuspendSession) (LaneResult, error) {
+	return h.execute(ctx, c.Key, "suspend_session", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+		return l.Suspend(c.Reason, now)
 	})
 }
 
 // MarkResumePending marks the lane's session to be preserved on the next
-// access. marked is false (and err nil) when the lane is suspended.
-func (h *Handler) MarkResumePending(ctx context.Context, key, reason, commandID string) (res LaneResult, marked bool, err error) {
-	res, err = h.execute(ctx, key, "mark_resume_pending", commandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
-		return l.MarkResumePending(reason, now)
+// access.
+type MarkResumePending struct {
+	Key       string
+	Reason    string
+	CommandID string
+}
+
+// MarkResumePending marks a lane resume-pending. marked is false (and err
+// nil) when the lane is suspended.
+func (h *Handler) MarkResumePending(ctx context.Context, c MarkResumePending) (res LaneResult, marked bool, err error) {
+	res, err = h.execute(ctx, c.Key, "mark_resume_pending", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+		return l.MarkResumePending(c.Reason, now)
 	})
 	if errors.Is(err, domain.ErrSuspended) {
 		return res, false, nil
@@ -102,10 +143,16 @@ func (h *Handler) MarkResumePending(ctx context.Context, key, reason, commandID 
 	return res, res.Lane.ResumePending, nil
 }
 
-// ClearResumePending removes a resume-pending mark; cleared is false when
-// there was none.
-func (h *Handler) ClearResumePending(ctx context.Context, key, commandID string) (res LaneResult, cleared bool, err error) {
-	res, err = h.execute(ctx, key, "clear_resume_pending", commandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+// ClearResumePending removes a resume-pending mark.
+type ClearResumePending struct {
+	Key       string
+	CommandID string
+}
+
+// ClearResumePending removes a lane's resume-pending mark; cleared is false
+// when there was none.
+func (h *Handler) ClearResumePending(ctx context.Context, c ClearResumePending) (res LaneResult, cleared bool, err error) {
+	res, err = h.execute(ctx, c.Key, "clear_resume_pending", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
 		return l.ClearResumePending(now)
 	})
 	if err != nil {
@@ -114,13 +161,21 @@ func (h *Handler) ClearResumePending(ctx context.Context, key, commandID string)
 	return res, hasEvent[events.ResumeCleared](res.Events), nil
 }
 
-// StartTurn records that the agent began a turn; an empty turnID gets a
-// generated one. It returns the turn id.
-func (h *Handler) StartTurn(ctx context.Context, key, turnID, commandID string) (LaneResult, string, error) {
+// StartTurn records that the agent began a turn.
+type StartTurn struct {
+	Key string
+	// TurnID names the turn; empty: a generated one.
+	TurnID    string
+	CommandID string
+}
+
+// StartTurn opens a turn on a lane and returns its turn id.
+func (h *Handler) StartTurn(ctx context.Context, c StartTurn) (LaneResult, string, error) {
+	turnID := c.TurnID
 	if turnID == "" {
 		turnID = "turn_" + h.entropy() + h.entropy()
 	}
-	res, err := h.execute(ctx, key, "start_turn", commandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+	res, err := h.execute(ctx, c.Key, "start_turn", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
 		return l.StartTurn(turnID, now)
 	})
 	if err != nil {
@@ -131,55 +186,102 @@ func (h *Handler) StartTurn(ctx context.Context, key, turnID, commandID string) 
 
 // CompleteTurn records the end of a turn with its token and cost deltas; a
 // successful turn clears resume-pending.
-func (h *Handler) CompleteTurn(ctx context.Context, key string, o domain.TurnOutcome, commandID string) (LaneResult, error) {
-	return h.execute(ctx, key, "complete_turn", commandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
-		return l.CompleteTurn(o, now)
+type CompleteTurn struct {
+	Key       string
+	Outcome   domain.TurnOutcome
+	CommandID string
+}
+
+// CompleteTurn closes a lane's turn.
+func (h *Handler) CompleteTurn(ctx context.Context, c CompleteTurn) (LaneResult, error) {
+	return h.execute(ctx, c.Key, "complete_turn", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+		return l.CompleteTurn(c.Outcome, now)
 	})
 }
 
 // SetActiveProcesses records the lane's live background process count.
-func (h *Handler) SetActiveProcesses(ctx context.Context, key string, count int, commandID string) (LaneResult, error) {
-	return h.execute(ctx, key, "set_active_processes", commandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
-		return l.SetActiveProcesses(count, now)
+type SetActiveProcesses struct {
+	Key       string
+	Count     int
+	CommandID string
+}
+
+// SetActiveProcesses records a lane's live background process count.
+func (h *Handler) SetActiveProcesses(ctx context.Context, c SetActiveProcesses) (LaneResult, error) {
+	return h.execute(ctx, c.Key, "set_active_processes", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+		return l.SetActiveProcesses(c.Count, now)
 	})
 }
 
-// RecordActivity notes a message appended to sessionID's transcript on the
-// lane key (only the first of a session is recorded).
-func (h *Handler) RecordActivity(ctx context.Context, key, sessionID, commandID string) (LaneResult, error) {
-	return h.execute(ctx, key, "record_activity", commandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
-		return l.RecordActivity(sessionID, now)
+// RecordActivity notes a message appended to SessionID's transcript on the
+// lane Key (only the first of a session is recorded).
+type RecordActivity struct {
+	Key       string
+	SessionID string
+	CommandID string
+}
+
+// RecordActivity notes transcript activity on a lane.
+func (h *Handler) RecordActivity(ctx context.Context, c RecordActivity) (LaneResult, error) {
+	return h.execute(ctx, c.Key, "record_activity", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+		return l.RecordActivity(c.SessionID, now)
 	})
 }
 
-// SuspendRecentlyActive is crash recovery: every lane updated within maxAge
-// is marked resume-pending with restart_interrupted (never a suspended or
-// already pending lane). It returns the keys it marked.
-func (h *Handler) SuspendRecentlyActive(ctx context.Context, maxAge time.Duration, commandID string) ([]string, error) {
-	if maxAge < 0 {
-		return nil, fmt.Errorf("suspend recently active: %w: max age %v is negative", domain.ErrInvalidArgument, maxAge)
+// SuspendRecentlyActive is crash recovery: every lane updated within
+// MaxAge is marked resume-pending with restart_interrupted (never a
+// suspended or already pending lane).
+type SuspendRecentlyActive struct {
+	MaxAge time.Duration
+	// CommandID, when set, makes each lane's mark idempotent
+	// (CommandID/key).
+	CommandID string
+}
+
+// SuspendRecentlyActive marks the recently active lanes and returns the
+// keys it marked.
+func (h *Handler) SuspendRecentlyActive(ctx context.Context, c SuspendRecentlyActive) ([]string, error) {
+	if c.MaxAge < 0 {
+		return nil, fmt.Errorf("suspend recently active: %w: max age %v is negative", domain.ErrInvalidArgument, c.MaxAge)
 	}
-	return h.sweep(ctx, "suspend_recently_active", commandID, func(l domain.Lane, now time.Time) []events.Event {
-		return l.MarkInterruptedIfRecent(maxAge, now)
+	return h.sweep(ctx, "suspend_recently_active", c.CommandID, func(l domain.Lane, now time.Time) []events.Event {
+		return l.MarkInterruptedIfRecent(c.MaxAge, now)
 	})
 }
 
-// PruneOldEntries drops lane entries not updated for maxAge (never suspended
-// lanes or lanes with live processes). It returns the pruned keys.
-func (h *Handler) PruneOldEntries(ctx context.Context, maxAge time.Duration, commandID string) ([]string, error) {
-	if maxAge < 0 {
-		return nil, fmt.Errorf("prune entries: %w: max age %v is negative", domain.ErrInvalidArgument, maxAge)
+// PruneOldEntries drops lane entries not updated for MaxAge (never
+// suspended lanes or lanes with live processes).
+type PruneOldEntries struct {
+	MaxAge time.Duration
+	// CommandID, when set, makes each lane's prune idempotent
+	// (CommandID/key).
+	CommandID string
+}
+
+// PruneOldEntries prunes the stale entries and returns the pruned keys.
+func (h *Handler) PruneOldEntries(ctx context.Context, c PruneOldEntries) ([]string, error) {
+	if c.MaxAge < 0 {
+		return nil, fmt.Errorf("prune entries: %w: max age %v is negative", domain.ErrInvalidArgument, c.MaxAge)
 	}
-	return h.sweep(ctx, "prune_old_entries", commandID, func(l domain.Lane, now time.Time) []events.Event {
-		return l.Prune(maxAge, now)
+	return h.sweep(ctx, "prune_old_entries", c.CommandID, func(l domain.Lane, now time.Time) []events.Event {
+		return l.Prune(c.MaxAge, now)
 	})
 }
 
 // FinalizeExpiry records that the expiry watcher finalized a lane's expired
-// session; it appends nothing when the lane is not (or no longer) expired.
-func (h *Handler) FinalizeExpiry(ctx context.Context, key string, forced bool, commandID string) (LaneResult, error) {
-	return h.execute(ctx, key, "finalize_expiry", commandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
-		return l.FinalizeExpiry(h.cfg.rulesFor(l.Platform, l.ChatType), forced, now), nil
+// session.
+type FinalizeExpiry struct {
+	Key string
+	// Forced: finalized without its hooks, which kept failing.
+	Forced    bool
+	CommandID string
+}
+
+// FinalizeExpiry marks a lane's expired session finalized; it appends
+// nothing when the lane is not (or no longer) expired.
+func (h *Handler) FinalizeExpiry(ctx context.Context, c FinalizeExpiry) (LaneResult, error) {
+	return h.execute(ctx, c.Key, "finalize_expiry", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+		return l.FinalizeExpiry(h.cfg.rulesFor(l.Platform, l.ChatType), c.Forced, now), nil
 	})
 }
 

@@ -17,19 +17,22 @@ func (h *Handler) PendingResetNotice(l domain.Lane) (domain.ResetNotice, bool) {
 
 // AcknowledgeNotice records that the lane's pending auto-reset notice (and
 // its context note) was delivered, so that it is delivered exactly once:
-// neither repeated nor lost across a crash or a restart. It is idempotent:
-// with nothing pending it appends nothing, and a retried commandID is
-// applied once. A missing lane is refused with domain.ErrLaneNotFound.
-func (h *Handler) AcknowledgeNotice(ctx context.Context, key, commandID string) (LaneResult, error) {
-	return h.AcknowledgeSessionNotice(ctx, key, "", commandID)
+// neither repeated nor lost across a crash or a restart.
+type AcknowledgeNotice struct {
+	Key string
+	// SessionID, when set, acknowledges only the notice of that session:
+	// when the lane has moved on to a newer session (another reset
+	// happened since the notice was read), the newer notice stays pending.
+	// Empty acknowledges whatever is pending.
+	SessionID string
+	CommandID string
 }
 
-// AcknowledgeSessionNotice is AcknowledgeNotice for the notice of session
-// sessionID only: when the lane has moved on to a newer session (another
-// reset happened since the notice was read), the newer notice stays
-// pending. An empty sessionID acknowledges whatever is pending.
-func (h *Handler) AcknowledgeSessionNotice(ctx context.Context, key, sessionID, commandID string) (LaneResult, error) {
-	return h.execute(ctx, key, "acknowledge_notice", commandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
-		return l.AcknowledgeNotice(sessionID, now)
+// AcknowledgeNotice consumes a lane's pending notice. It is idempotent:
+// with nothing pending it appends nothing, and a retried CommandID is
+// applied once. A missing lane is refused with domain.ErrLaneNotFound.
+func (h *Handler) AcknowledgeNotice(ctx context.Context, c AcknowledgeNotice) (LaneResult, error) {
+	return h.execute(ctx, c.Key, "acknowledge_notice", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+		return l.AcknowledgeNotice(c.SessionID, now)
 	})
 }

@@ -80,7 +80,7 @@ func (nl *noticeLane) notice(key string) (domain.ResetNotice, bool) {
 
 func (nl *noticeLane) completeTurn(key string) {
 	nl.t.Helper()
-	if _, err := nl.h.CompleteTurn(context.Background(), key, domain.TurnOutcome{InputTokens: 10, OutputTokens: 5}, ""); err != nil {
+	if _, err := nl.h.CompleteTurn(context.Background(), commands.CompleteTurn{Key: key, Outcome: domain.TurnOutcome{InputTokens: 10, OutputTokens: 5}}); err != nil {
 		nl.t.Fatal(err)
 	}
 }
@@ -134,7 +134,7 @@ func TestNotice_AlwaysForASuspendedReset(t *testing.T) {
 	// An excluded platform and an empty session: still notified.
 	src := domain.SessionSource{Platform: "webhook", ChatID: "c1", ChatType: "dm"}
 	key := nl.resolve(src).Lane.SessionKey
-	if _, err := nl.h.SuspendSession(context.Background(), key, events.SuspendStopCommand, ""); err != nil {
+	if _, err := nl.h.SuspendSession(context.Background(), commands.SuspendSession{Key: key, Reason: events.SuspendStopCommand}); err != nil {
 		t.Fatal(err)
 	}
 	nl.clock.Advance(time.Second)
@@ -152,7 +152,7 @@ func TestNotice_NeverForExplicitNew(t *testing.T) {
 	src := domain.SessionSource{Platform: "telegram", ChatID: "99", ChatType: "dm"}
 	key := nl.resolve(src).Lane.SessionKey
 	nl.completeTurn(key)
-	if _, err := nl.h.ResetSession(context.Background(), key, "", ""); err != nil {
+	if _, err := nl.h.ResetSession(context.Background(), commands.ResetSession{Key: key}); err != nil {
 		t.Fatal(err)
 	}
 	if n, ok := nl.notice(key); ok {
@@ -180,7 +180,7 @@ func TestNotice_OnlyOnceAcrossRestart(t *testing.T) {
 		t.Fatalf("after a restart the undelivered notice = %+v, %t; want it still pending", before, ok)
 	}
 
-	res, err := nl.h.AcknowledgeNotice(ctx, key, "ack-1")
+	res, err := nl.h.AcknowledgeNotice(ctx, commands.AcknowledgeNotice{Key: key, CommandID: "ack-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,10 +196,10 @@ func TestNotice_OnlyOnceAcrossRestart(t *testing.T) {
 
 	// A retried request (same command id) and a second acknowledgement
 	// append nothing.
-	if _, err := nl.h.AcknowledgeNotice(ctx, key, "ack-1"); err != nil {
+	if _, err := nl.h.AcknowledgeNotice(ctx, commands.AcknowledgeNotice{Key: key, CommandID: "ack-1"}); err != nil {
 		t.Fatal(err)
 	}
-	again, err := nl.h.AcknowledgeNotice(ctx, key, "")
+	again, err := nl.h.AcknowledgeNotice(ctx, commands.AcknowledgeNotice{Key: key})
 	if err != nil || len(again.Events) != 0 {
 		t.Fatalf("second AcknowledgeNotice = %v, %v; want no events", again.Events, err)
 	}
@@ -238,12 +238,12 @@ func TestNotice_AcknowledgeForAnOlderSessionKeepsTheNewer(t *testing.T) {
 	first := nl.resolve(src).Lane.SessionID
 	// The notice of first is read; before the ack a /stop and a new
 	// message replace the session again.
-	if _, err := nl.h.SuspendSession(ctx, key, events.SuspendStopCommand, ""); err != nil {
+	if _, err := nl.h.SuspendSession(ctx, commands.SuspendSession{Key: key, Reason: events.SuspendStopCommand}); err != nil {
 		t.Fatal(err)
 	}
 	nl.clock.Advance(time.Second)
 	second := nl.resolve(src).Lane.SessionID
-	res, err := nl.h.AcknowledgeSessionNotice(ctx, key, first, "")
+	res, err := nl.h.AcknowledgeNotice(ctx, commands.AcknowledgeNotice{Key: key, SessionID: first})
 	if err != nil || len(res.Events) != 0 {
 		t.Fatalf("AcknowledgeSessionNotice(%s) = %v, %v; want nothing appended", first, res.Events, err)
 	}
@@ -255,7 +255,7 @@ func TestNotice_AcknowledgeForAnOlderSessionKeepsTheNewer(t *testing.T) {
 
 func TestNotice_AcknowledgeMissingLane(t *testing.T) {
 	nl := newNoticeLane(t)
-	_, err := nl.h.AcknowledgeNotice(context.Background(), "agent:main:telegram:dm:nobody", "")
+	_, err := nl.h.AcknowledgeNotice(context.Background(), commands.AcknowledgeNotice{Key: "agent:main:telegram:dm:nobody"})
 	if !errors.Is(err, domain.ErrLaneNotFound) {
 		t.Fatalf("AcknowledgeNotice on a missing lane = %v, want ErrLaneNotFound", err)
 	}

@@ -44,6 +44,7 @@ func (s QueueSettings) Rules() domain.QueueRules {
 
 // EnqueueMessage queues a message on a busy lane.
 type EnqueueMessage struct {
+	Key string
 	// Kind is events.QueueKindFollowup (an ordinary busy follow-up) or
 	// events.QueueKindQueue (/queue: a turn of its own).
 	Kind string
@@ -68,7 +69,8 @@ type Enqueued struct {
 // where it goes). Refusals: domain.ErrLaneNotFound, domain.ErrInvalidArgument,
 // domain.ErrQueueFull. A retry with the same CommandID answers the item the
 // first attempt queued and queues nothing.
-func (h *Handler) Enqueue(ctx context.Context, key string, m EnqueueMessage) (Enqueued, error) {
+func (h *Handler) Enqueue(ctx context.Context, m EnqueueMessage) (Enqueued, error) {
+	key := m.Key
 	rules := h.cfg.Queue.Rules()
 	arrival := domain.QueueArrival{ItemID: newQueueItemID(), Kind: m.Kind, Text: m.Text, Message: m.Message}
 	res, err := h.executeOnce(ctx, key, "enqueue", m.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
@@ -100,11 +102,18 @@ type TakenItem struct {
 }
 
 // TakeQueued hands the agent the lane's next queued item and records it as
-// taken (promoting the overflow head into the slot). A retry with the same
-// commandID answers the same item and takes nothing more.
-func (h *Handler) TakeQueued(ctx context.Context, key, commandID string) (TakenItem, error) {
+// taken (promoting the overflow head into the slot).
+type TakeQueued struct {
+	Key string
+	// CommandID: a retry with the same id answers the same item and takes
+	// nothing more.
+	CommandID string
+}
+
+// TakeQueued takes a lane's next queued item.
+func (h *Handler) TakeQueued(ctx context.Context, c TakeQueued) (TakenItem, error) {
 	rules := h.cfg.Queue.Rules()
-	res, err := h.executeOnce(ctx, key, "take_queued", commandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+	res, err := h.executeOnce(ctx, c.Key, "take_queued", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
 		return l.TakeNext(rules, now)
 	})
 	if err != nil {
@@ -119,12 +128,18 @@ func (h *Handler) TakeQueued(ctx context.Context, key, commandID string) (TakenI
 	return out, nil
 }
 
-// ClearQueue is /queue clear: it discards the slot and the overflow and
-// returns how many items it discarded (stale ones expire instead and are
-// not counted). A retry with the same commandID answers the same count.
-func (h *Handler) ClearQueue(ctx context.Context, key, commandID string) (LaneResult, int, error) {
+// ClearQueue is /queue clear: it discards the slot and the overflow.
+type ClearQueue struct {
+	Key string
+	// CommandID: a retry with the same id answers the same count.
+	CommandID string
+}
+
+// ClearQueue clears a lane's queue and returns how many items it discarded
+// (stale ones expire instead and are not counted).
+func (h *Handler) ClearQueue(ctx context.Context, c ClearQueue) (LaneResult, int, error) {
 	rules := h.cfg.Queue.Rules()
-	res, err := h.executeOnce(ctx, key, "clear_queue", commandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+	res, err := h.executeOnce(ctx, c.Key, "clear_queue", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
 		return l.ClearQueue(rules, now)
 	})
 	if err != nil {

@@ -29,7 +29,7 @@ func queueFixture(t *testing.T, q commands.QueueSettings) *fixture {
 
 func (f *fixture) enqueue(t *testing.T, kind, text, commandID string) commands.Enqueued {
 	t.Helper()
-	res, err := f.handler.Enqueue(context.Background(), aliceKey, commands.EnqueueMessage{Kind: kind, Text: text, CommandID: commandID})
+	res, err := f.handler.Enqueue(context.Background(), commands.EnqueueMessage{Key: aliceKey, Kind: kind, Text: text, CommandID: commandID})
 	if err != nil {
 		t.Fatalf("Enqueue(%s, %q) = %v", kind, text, err)
 	}
@@ -38,7 +38,7 @@ func (f *fixture) enqueue(t *testing.T, kind, text, commandID string) commands.E
 
 func (f *fixture) take(t *testing.T, commandID string) *events.QueueItemTaken {
 	t.Helper()
-	res, err := f.handler.TakeQueued(context.Background(), aliceKey, commandID)
+	res, err := f.handler.TakeQueued(context.Background(), commands.TakeQueued{Key: aliceKey, CommandID: commandID})
 	if err != nil {
 		t.Fatalf("TakeQueued() = %v", err)
 	}
@@ -86,7 +86,7 @@ func TestQueue_SurvivesNewHandler(t *testing.T) {
 	h := commands.NewHandler(f.store, commands.DefaultConfig(), commands.WithClock(f.clock.Now))
 	var got []string
 	for {
-		res, err := h.TakeQueued(context.Background(), aliceKey, "")
+		res, err := h.TakeQueued(context.Background(), commands.TakeQueued{Key: aliceKey})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,7 @@ func TestQueue_IdempotentRetries(t *testing.T) {
 	f.enqueue(t, events.QueueKindQueue, "C", "")
 	f.enqueue(t, events.QueueKindQueue, "D", "")
 	for range 2 {
-		_, n, err := f.handler.ClearQueue(context.Background(), aliceKey, "clear-1")
+		_, n, err := f.handler.ClearQueue(context.Background(), commands.ClearQueue{Key: aliceKey, CommandID: "clear-1"})
 		if err != nil || n != 2 {
 			t.Errorf("ClearQueue(clear-1) = %d, %v, want 2, nil", n, err)
 		}
@@ -147,7 +147,7 @@ func TestQueue_CapAndTTL(t *testing.T) {
 	for _, text := range []string{"1", "2", "3"} {
 		f.enqueue(t, events.QueueKindQueue, text, "")
 	}
-	_, err := f.handler.Enqueue(context.Background(), aliceKey, commands.EnqueueMessage{Kind: events.QueueKindQueue, Text: "4"})
+	_, err := f.handler.Enqueue(context.Background(), commands.EnqueueMessage{Key: aliceKey, Kind: events.QueueKindQueue, Text: "4"})
 	if !errors.Is(err, domain.ErrQueueFull) || err.Error() != "queue full (3 items)" {
 		t.Fatalf("Enqueue over the cap = %v, want %q wrapping ErrQueueFull", err, "queue full (3 items)")
 	}
@@ -169,12 +169,14 @@ func TestQueue_CapAndTTL(t *testing.T) {
 
 func TestQueue_MergeMode(t *testing.T) {
 	f := queueFixture(t, commands.QueueSettings{BusyInputMode: domain.BusyInputQueue})
-	first, err := f.handler.Enqueue(context.Background(), aliceKey, commands.EnqueueMessage{
+	first, err := f.handler.Enqueue(context.Background(), commands.EnqueueMessage{
+		Key:  aliceKey,
 		Kind: events.QueueKindFollowup, Text: "fix that bug", Message: json.RawMessage(`{"media_urls":["a.png"],"message_id":"1"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := f.handler.Enqueue(context.Background(), aliceKey, commands.EnqueueMessage{
+	second, err := f.handler.Enqueue(context.Background(), commands.EnqueueMessage{
+		Key:  aliceKey,
 		Kind: events.QueueKindFollowup, Text: "in the second function", Message: json.RawMessage(`{"media_urls":["b.png"],"message_id":"2"}`)})
 	if err != nil {
 		t.Fatal(err)
@@ -191,10 +193,10 @@ func TestQueue_MergeMode(t *testing.T) {
 func TestQueue_MissingLane(t *testing.T) {
 	f := newFixture(t, commands.DefaultConfig())
 	ctx := context.Background()
-	if _, err := f.handler.Enqueue(ctx, aliceKey, commands.EnqueueMessage{Kind: events.QueueKindQueue, Text: "x"}); !errors.Is(err, domain.ErrLaneNotFound) {
+	if _, err := f.handler.Enqueue(ctx, commands.EnqueueMessage{Key: aliceKey, Kind: events.QueueKindQueue, Text: "x"}); !errors.Is(err, domain.ErrLaneNotFound) {
 		t.Errorf("Enqueue on a missing lane = %v, want ErrLaneNotFound", err)
 	}
-	if _, err := f.handler.TakeQueued(ctx, aliceKey, ""); !errors.Is(err, domain.ErrLaneNotFound) {
+	if _, err := f.handler.TakeQueued(ctx, commands.TakeQueued{Key: aliceKey}); !errors.Is(err, domain.ErrLaneNotFound) {
 		t.Errorf("TakeQueued on a missing lane = %v, want ErrLaneNotFound", err)
 	}
 	if _, _, err := f.handler.Queue(ctx, aliceKey); !errors.Is(err, domain.ErrLaneNotFound) {
@@ -216,7 +218,7 @@ func TestQueue_ConcurrentTakes(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for {
-				res, err := f.handler.TakeQueued(context.Background(), aliceKey, "")
+				res, err := f.handler.TakeQueued(context.Background(), commands.TakeQueued{Key: aliceKey})
 				if err != nil {
 					t.Error(err)
 					return

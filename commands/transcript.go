@@ -105,24 +105,31 @@ type Appended struct {
 
 // AppendMessage stores a message in a session's transcript and notes the
 // first activity of the session on its lane.
-func (t *TranscriptCommands) AppendMessage(ctx context.Context, sessionID string, m events.Message, commandID string) (Appended, error) {
-	if err := ValidateMessage(m); err != nil {
+type AppendMessage struct {
+	SessionID string
+	Message   events.Message
+	CommandID string
+}
+
+// AppendMessage appends a message to a transcript.
+func (t *TranscriptCommands) AppendMessage(ctx context.Context, c AppendMessage) (Appended, error) {
+	if err := ValidateMessage(c.Message); err != nil {
 		return Appended{}, err
 	}
-	if err := t.existing(ctx, sessionID); err != nil {
+	if err := t.existing(ctx, c.SessionID); err != nil {
 		return Appended{}, err
 	}
-	res, err := t.append(ctx, sessionID, "append_message", commandID, events.MessageAppended{SessionID: sessionID, Message: m, At: t.h.now()})
+	res, err := t.append(ctx, c.SessionID, "append_message", c.CommandID, events.MessageAppended{SessionID: c.SessionID, Message: c.Message, At: t.h.now()})
 	if err != nil {
 		return Appended{}, err
 	}
 	out := Appended{MessagePosition: res.LastPosition(), Position: res.LastPosition()}
-	key, err := t.index.LaneOfSession(ctx, sessionID)
+	key, err := t.index.LaneOfSession(ctx, c.SessionID)
 	if err != nil {
 		return out, err
 	}
 	if key != "" {
-		lr, err := t.h.RecordActivity(ctx, key, sessionID, "")
+		lr, err := t.h.RecordActivity(ctx, RecordActivity{Key: key, SessionID: c.SessionID})
 		if err != nil {
 			return out, err
 		}
@@ -132,53 +139,84 @@ func (t *TranscriptCommands) AppendMessage(ctx context.Context, sessionID string
 }
 
 // RewriteTranscript replaces a session's whole transcript.
-func (t *TranscriptCommands) RewriteTranscript(ctx context.Context, sessionID string, ms []events.Message, commandID string) (uint64, error) {
-	for i, m := range ms {
+type RewriteTranscript struct {
+	SessionID string
+	// Messages are the new transcript; nil is an empty one.
+	Messages  []events.Message
+	CommandID string
+}
+
+// RewriteTranscript replaces a transcript and returns the position.
+func (t *TranscriptCommands) RewriteTranscript(ctx context.Context, c RewriteTranscript) (uint64, error) {
+	for i, m := range c.Messages {
 		if err := ValidateMessage(m); err != nil {
 			return 0, fmt.Errorf("message %d: %w", i, err)
 		}
 	}
-	if err := t.existing(ctx, sessionID); err != nil {
+	if err := t.existing(ctx, c.SessionID); err != nil {
 		return 0, err
 	}
+	ms := c.Messages
 	if ms == nil {
 		ms = []events.Message{}
 	}
-	res, err := t.append(ctx, sessionID, "rewrite_transcript", commandID, events.TranscriptRewritten{SessionID: sessionID, Messages: ms, At: t.h.now()})
+	res, err := t.append(ctx, c.SessionID, "rewrite_transcript", c.CommandID, events.TranscriptRewritten{SessionID: c.SessionID, Messages: ms, At: t.h.now()})
 	return res.LastPosition(), err
 }
 
-// Rewind hides every message from target (a user message the read model
-// chose, turnsUndone turns back) on.
-func (t *TranscriptCommands) Rewind(ctx context.Context, sessionID string, target int64, turnsUndone int, commandID string) (uint64, error) {
-	if err := t.existing(ctx, sessionID); err != nil {
+// Rewind hides every message from TargetMessageID (a user message the read
+// model chose, TurnsUndone turns back) on.
+type Rewind struct {
+	SessionID       string
+	TargetMessageID int64
+	TurnsUndone     int
+	CommandID       string
+}
+
+// Rewind records a soft rewind and returns its position.
+func (t *TranscriptCommands) Rewind(ctx context.Context, c Rewind) (uint64, error) {
+	if err := t.existing(ctx, c.SessionID); err != nil {
 		return 0, err
 	}
-	res, err := t.append(ctx, sessionID, "rewind", commandID, events.TurnsRewound{SessionID: sessionID, TargetMessageID: target, TurnsUndone: turnsUndone, At: t.h.now()})
+	res, err := t.append(ctx, c.SessionID, "rewind", c.CommandID, events.TurnsRewound{SessionID: c.SessionID, TargetMessageID: c.TargetMessageID, TurnsUndone: c.TurnsUndone, At: t.h.now()})
 	return res.LastPosition(), err
 }
 
-// SetTitle gives a session a (sanitised) title, refused with ErrTitleInUse
-// when another session holds it; "" clears the title.
-func (t *TranscriptCommands) SetTitle(ctx context.Context, sessionID, title string, sync func(context.Context) error, commandID string) (uint64, error) {
-	if err := t.existing(ctx, sessionID); err != nil {
+// SetTitle gives a session a (sanitised) title; "" clears the title.
+type SetTitle struct {
+	SessionID string
+	Title     string
+	// Sync makes the index current (read your writes): it is called under
+	// the title lock before the uniqueness check and after the append.
+	Sync      func(context.Context) error
+	CommandID string
+}
+
+// SetTitle sets a session's title, refused with ErrTitleInUse when another
+// session holds it.
+func (t *TranscriptCommands) SetTitle(ctx context.Context, c SetTitle) (uint64, error) {
+	if err := t.existing(ctx, c.SessionID); err != nil {
 		return 0, err
+	}
+	sync := c.Sync
+	if sync == nil {
+		sync = func(context.Context) error { return nil }
 	}
 	t.titles.Lock()
 	defer t.titles.Unlock()
 	if err := sync(ctx); err != nil {
 		return 0, err
 	}
-	if title != "" {
-		owner, err := t.index.TitleOwner(ctx, title)
+	if c.Title != "" {
+		owner, err := t.index.TitleOwner(ctx, c.Title)
 		if err != nil {
 			return 0, err
 		}
-		if owner != "" && owner != sessionID {
-			return 0, fmt.Errorf("%w: title %q is already in use by session %s", ErrTitleInUse, title, owner)
+		if owner != "" && owner != c.SessionID {
+			return 0, fmt.Errorf("%w: title %q is already in use by session %s", ErrTitleInUse, c.Title, owner)
 		}
 	}
-	res, err := t.append(ctx, sessionID, "set_title", commandID, events.TitleSet{SessionID: sessionID, Title: title, At: t.h.now()})
+	res, err := t.append(ctx, c.SessionID, "set_title", c.CommandID, events.TitleSet{SessionID: c.SessionID, Title: c.Title, At: t.h.now()})
 	if err != nil {
 		return 0, err
 	}
@@ -188,7 +226,16 @@ func (t *TranscriptCommands) SetTitle(ctx context.Context, sessionID, title stri
 }
 
 // UpdateMetadata records model, prompt, lineage and billing facts.
-func (t *TranscriptCommands) UpdateMetadata(ctx context.Context, u events.SessionMetadataUpdated, commandID string) (uint64, error) {
+type UpdateMetadata struct {
+	// Update names the session (Update.SessionID) and carries the facts;
+	// its At is set by the command.
+	Update    events.SessionMetadataUpdated
+	CommandID string
+}
+
+// UpdateMetadata records a session's metadata and returns the position.
+func (t *TranscriptCommands) UpdateMetadata(ctx context.Context, c UpdateMetadata) (uint64, error) {
+	u := c.Update
 	if err := t.existing(ctx, u.SessionID); err != nil {
 		return 0, err
 	}
@@ -208,37 +255,58 @@ func (t *TranscriptCommands) UpdateMetadata(ctx context.Context, u events.Sessio
 		}
 	}
 	u.At = t.h.now()
-	res, err := t.append(ctx, u.SessionID, "update_session_metadata", commandID, u)
+	res, err := t.append(ctx, u.SessionID, "update_session_metadata", c.CommandID, u)
 	return res.LastPosition(), err
 }
 
 // ClearTranscript deletes a session's messages, keeping the session.
-func (t *TranscriptCommands) ClearTranscript(ctx context.Context, sessionID, commandID string) (uint64, error) {
-	if err := t.existing(ctx, sessionID); err != nil {
+type ClearTranscript struct {
+	SessionID string
+	CommandID string
+}
+
+// ClearTranscript clears a transcript and returns the position.
+func (t *TranscriptCommands) ClearTranscript(ctx context.Context, c ClearTranscript) (uint64, error) {
+	if err := t.existing(ctx, c.SessionID); err != nil {
 		return 0, err
 	}
-	res, err := t.append(ctx, sessionID, "clear_transcript", commandID, events.TranscriptCleared{SessionID: sessionID, At: t.h.now()})
+	res, err := t.append(ctx, c.SessionID, "clear_transcript", c.CommandID, events.TranscriptCleared{SessionID: c.SessionID, At: t.h.now()})
 	return res.LastPosition(), err
 }
 
-// DeleteSession deletes a session and its messages (reason requested or
-// pruned).
-func (t *TranscriptCommands) DeleteSession(ctx context.Context, sessionID, reason, commandID string) (uint64, error) {
-	if err := t.existing(ctx, sessionID); err != nil {
+// DeleteSession deletes a session and its messages.
+type DeleteSession struct {
+	SessionID string
+	// Reason is events.DeleteRequested or events.DeletePruned.
+	Reason    string
+	CommandID string
+}
+
+// DeleteSession deletes a session and returns the position.
+func (t *TranscriptCommands) DeleteSession(ctx context.Context, c DeleteSession) (uint64, error) {
+	if err := t.existing(ctx, c.SessionID); err != nil {
 		return 0, err
 	}
-	res, err := t.append(ctx, sessionID, "delete_session", commandID, events.TranscriptDeleted{SessionID: sessionID, Reason: reason, At: t.h.now()})
+	res, err := t.append(ctx, c.SessionID, "delete_session", c.CommandID, events.TranscriptDeleted{SessionID: c.SessionID, Reason: c.Reason, At: t.h.now()})
 	return res.LastPosition(), err
 }
 
-// EndSession ends a session for reason (the first reason wins).
-func (t *TranscriptCommands) EndSession(ctx context.Context, sessionID, reason, commandID string) (uint64, error) {
-	if reason == "" || len(reason) > 64 {
+// EndSession ends a session for Reason (the first reason wins).
+type EndSession struct {
+	SessionID string
+	// Reason is 1 to 64 bytes.
+	Reason    string
+	CommandID string
+}
+
+// EndSession ends a session and returns the position.
+func (t *TranscriptCommands) EndSession(ctx context.Context, c EndSession) (uint64, error) {
+	if c.Reason == "" || len(c.Reason) > 64 {
 		return 0, fmt.Errorf("%w: end reason must be 1 to 64 bytes", domain.ErrInvalidArgument)
 	}
-	if err := t.existing(ctx, sessionID); err != nil {
+	if err := t.existing(ctx, c.SessionID); err != nil {
 		return 0, err
 	}
-	res, err := t.append(ctx, sessionID, "end_session", commandID, events.TranscriptEnded{SessionID: sessionID, Reason: reason, At: t.h.now()})
+	res, err := t.append(ctx, c.SessionID, "end_session", c.CommandID, events.TranscriptEnded{SessionID: c.SessionID, Reason: c.Reason, At: t.h.now()})
 	return res.LastPosition(), err
 }

@@ -44,7 +44,7 @@ func TestRebuildAndVerify(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.CompleteTurn(ctx, r.Lane.SessionKey, domain.TurnOutcome{InputTokens: int64(i)}, ""); err != nil {
+		if _, err := h.CompleteTurn(ctx, commands.CompleteTurn{Key: r.Lane.SessionKey, Outcome: domain.TurnOutcome{InputTokens: int64(i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}

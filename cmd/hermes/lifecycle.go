@@ -39,7 +39,7 @@ func (rt *runtime) recover(ctx context.Context) error {
 	// whatever file is lying around.
 	crashed := prev.Started && !prev.Stopped
 	if rt.consumeCleanShutdownMarker() && !crashed {
-		if _, err := rt.handler.RecordGateway(ctx, events.MarkerHonoured{At: rt.now()}, ""); err != nil {
+		if _, err := rt.handler.RecordGateway(ctx, commands.RecordGateway{Event: events.MarkerHonoured{At: rt.now()}}); err != nil {
 			return err
 		}
 		clean = true
@@ -52,9 +52,9 @@ func (rt *runtime) recover(ctx context.Context) error {
 	if err := rt.suspendStuckLoops(ctx); err != nil {
 		return fmt.Errorf("recovery: %w", err)
 	}
-	pos, err := rt.handler.RecordGateway(ctx, events.GatewayStarted{
+	pos, err := rt.handler.RecordGateway(ctx, commands.RecordGateway{Event: events.GatewayStarted{
 		PID: os.Getpid(), ProcessStartedAt: processStart.UTC(), PreviousRunClean: clean, At: rt.now(),
-	}, "")
+	}})
 	if err != nil {
 		return err
 	}
@@ -91,19 +91,19 @@ func (rt *runtime) recoverInterruptedRun(ctx context.Context, prev commands.Gate
 	if !prev.Stopped {
 		// A crash: the turns open in the log were open when it died, and
 		// each counts one interrupted restart for its lane.
-		if _, err := rt.handler.RecordGateway(ctx, events.RunInterrupted{OpenLanes: open, At: rt.now()}, ""); err != nil {
+		if _, err := rt.handler.RecordGateway(ctx, commands.RecordGateway{Event: events.RunInterrupted{OpenLanes: open, At: rt.now()}}); err != nil {
 			return err
 		}
 	}
 	for _, key := range open {
-		if _, err := rt.handler.InterruptTurn(ctx, key, events.ResumeRestartInterrupted, ""); err != nil {
+		if _, err := rt.handler.InterruptTurn(ctx, commands.InterruptTurn{Key: key, Reason: events.ResumeRestartInterrupted}); err != nil {
 			return err
 		}
 	}
 	if err := rt.caughtUp(ctx); err != nil {
 		return err
 	}
-	recent, err := rt.handler.SuspendRecentlyActive(ctx, rt.cfg.Recovery.Recent, "")
+	recent, err := rt.handler.SuspendRecentlyActive(ctx, commands.SuspendRecentlyActive{MaxAge: rt.cfg.Recovery.Recent})
 	if err != nil {
 		return err
 	}
@@ -134,7 +134,7 @@ func (rt *runtime) suspendStuckLoops(ctx context.Context) error {
 		if row.Lane.Suspended {
 			continue
 		}
-		if _, err := rt.handler.SuspendSession(ctx, key, events.SuspendStuckLoop, ""); err != nil {
+		if _, err := rt.handler.SuspendSession(ctx, commands.SuspendSession{Key: key, Reason: events.SuspendStuckLoop}); err != nil {
 			return err
 		}
 		rt.log.Warn("auto-suspended a stuck session: its turn was interrupted by consecutive restarts",
@@ -188,7 +188,7 @@ func (rt *runtime) drain(ctx context.Context, restarting bool) bool {
 		rt.log.Error("drain: open turns", "err", err)
 		failed = true
 	}
-	if _, err := rt.handler.RecordGateway(ctx, events.DrainStarted{Restart: restarting, OpenLanes: nonNilKeys(open), At: rt.now()}, ""); err != nil {
+	if _, err := rt.handler.RecordGateway(ctx, commands.RecordGateway{Event: events.DrainStarted{Restart: restarting, OpenLanes: nonNilKeys(open), At: rt.now()}}); err != nil {
 		rt.log.Error("drain: record start", "err", err)
 	}
 	deadline := time.Now().Add(rt.cfg.Agent.RestartDrainTimeout)
@@ -213,12 +213,12 @@ func (rt *runtime) drain(ctx context.Context, restarting bool) bool {
 		reason = events.ResumeRestartTimeout
 	}
 	for _, key := range open {
-		if _, err := rt.handler.InterruptTurn(ctx, key, reason, ""); err != nil {
+		if _, err := rt.handler.InterruptTurn(ctx, commands.InterruptTurn{Key: key, Reason: reason}); err != nil {
 			rt.log.Error("drain: interrupt turn", "session_key", key, "err", err)
 		}
 	}
 	timedOut := len(open) > 0 || failed
-	if _, err := rt.handler.RecordGateway(ctx, events.DrainFinished{TimedOut: timedOut, OpenLanes: nonNilKeys(open), At: rt.now()}, ""); err != nil {
+	if _, err := rt.handler.RecordGateway(ctx, commands.RecordGateway{Event: events.DrainFinished{TimedOut: timedOut, OpenLanes: nonNilKeys(open), At: rt.now()}}); err != nil {
 		rt.log.Error("drain: record finish", "err", err)
 	}
 	if len(open) > 0 {
@@ -231,7 +231,7 @@ func (rt *runtime) drain(ctx context.Context, restarting bool) bool {
 // .clean_shutdown marker.
 func (rt *runtime) finish(ctx context.Context, clean, restarting bool) {
 	ctx = context.WithoutCancel(ctx)
-	pos, err := rt.handler.RecordGateway(ctx, events.GatewayStopped{Clean: clean, Restart: restarting, At: rt.now()}, "")
+	pos, err := rt.handler.RecordGateway(ctx, commands.RecordGateway{Event: events.GatewayStopped{Clean: clean, Restart: restarting, At: rt.now()}})
 	if err != nil {
 		rt.log.Error("record stop", "err", err)
 		return

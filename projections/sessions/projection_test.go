@@ -88,10 +88,10 @@ func TestProjection_FollowsTheHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := w.handler.StartTurn(ctx, r1.Lane.SessionKey, "t1", ""); err != nil {
+	if _, _, err := w.handler.StartTurn(ctx, commands.StartTurn{Key: r1.Lane.SessionKey, TurnID: "t1"}); err != nil {
 		t.Fatal(err)
 	}
-	last, err := w.handler.CompleteTurn(ctx, r1.Lane.SessionKey, domain.TurnOutcome{InputTokens: 5, OutputTokens: 6}, "")
+	last, err := w.handler.CompleteTurn(ctx, commands.CompleteTurn{Key: r1.Lane.SessionKey, Outcome: domain.TurnOutcome{InputTokens: 5, OutputTokens: 6}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,6 +173,12 @@ func gw(e events.Event) step { return step{event: e} }
 
 func onLane(key string, e events.Event) step { return step{lane: key, event: e} }
 
+// created is the first event of a lane: rows are keyed by the session key it
+// carries, so a lane without one would not be a lane the projection knows.
+func created(key string) step {
+	return onLane(key, events.SessionCreated{SessionKey: key, SessionID: "20260101_000000_0000000" + key[len(key)-1:], Platform: "telegram", ChatType: "dm", At: t0})
+}
+
 var (
 	laneA = "agent:main:telegram:dm:a"
 	laneB = "agent:main:telegram:dm:b"
@@ -246,7 +252,7 @@ func TestProjection_StuckLoopCounts(t *testing.T) {
 		},
 		{
 			name:  "a suspension, a reset or a switch clears the lane's count",
-			given: []step{started(), drained(laneA, laneB), onLane(laneA, events.Suspended{Reason: events.SuspendStuckLoop, At: t0}), onLane(laneB, events.SessionReset{SessionID: "x", At: t0})},
+			given: []step{created(laneA), created(laneB), started(), drained(laneA, laneB), onLane(laneA, events.Suspended{Reason: events.SuspendStuckLoop, At: t0}), onLane(laneB, events.SessionReset{SessionID: "x", At: t0})},
 			want:  map[string]int{},
 		},
 		{
@@ -409,15 +415,15 @@ func TestProjection_IncrementalEqualsRebuild(t *testing.T) {
 			case 0, 1:
 				_, err = w.handler.ResolveSession(ctx, commands.ResolveSession{Source: src(chat)})
 			case 2:
-				_, _, err = w.handler.StartTurn(ctx, key, "", "")
+				_, _, err = w.handler.StartTurn(ctx, commands.StartTurn{Key: key})
 			case 3:
-				_, err = w.handler.CompleteTurn(ctx, key, domain.TurnOutcome{InputTokens: 3, Failed: rapid.Bool().Draw(rt, "failed")}, "")
+				_, err = w.handler.CompleteTurn(ctx, commands.CompleteTurn{Key: key, Outcome: domain.TurnOutcome{InputTokens: 3, Failed: rapid.Bool().Draw(rt, "failed")}})
 			case 4:
-				_, err = w.handler.SuspendSession(ctx, key, events.SuspendStopCommand, "")
+				_, err = w.handler.SuspendSession(ctx, commands.SuspendSession{Key: key, Reason: events.SuspendStopCommand})
 			case 5:
-				_, _, err = w.handler.MarkResumePending(ctx, key, events.ResumeShutdownTimeout, "")
+				_, _, err = w.handler.MarkResumePending(ctx, commands.MarkResumePending{Key: key, Reason: events.ResumeShutdownTimeout})
 			case 6:
-				_, err = w.handler.PruneOldEntries(ctx, 3*time.Hour, "")
+				_, err = w.handler.PruneOldEntries(ctx, commands.PruneOldEntries{MaxAge: 3 * time.Hour})
 			case 7:
 				var e events.Event
 				cut := rapid.SliceOfNDistinct(rapid.SampledFrom(chats), 0, 3, rapid.ID[string]).Draw(rt, "cut")

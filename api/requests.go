@@ -1,0 +1,517 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"hermes/commands"
+	"hermes/domain"
+	"hermes/events"
+)
+
+// The request bodies of the API. They are the API's own types, mapped
+// explicitly to commands and events: a field added here never changes the
+// schema of the log by accident (that takes a new event version, its
+// upcaster and its golden file). TestNoStoredTypeDecoded refuses a body
+// decoded into a type of events or domain.
+//
+// Each type checks its fields in validate, which decode calls: that is the
+// place for the checks at the door (presence, bounds, enumerations).
+
+// request is a request body: decode validates it once decoded.
+type request interface {
+	validate() error
+}
+
+// decode reads a JSON body strictly (unknown fields, trailing data and
+// wrong types are refused) into a T and validates it. An empty body
+// decodes as {} when allowEmpty.
+func decode[T request](r *http.Request, allowEmpty bool) (T, error) {
+	var v T
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return v, fmt.Errorf("%w: the limit is %d bytes", errTooLarge, tooBig.Limit)
+		}
+		return v, fmt.Errorf("%w: read body: %v", errBadRequest, err)
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		if !allowEmpty {
+			return v, fmt.Errorf("%w: a JSON body is required", errBadRequest)
+		}
+	} else {
+		dec := json.NewDecoder(strings.NewReader(string(body)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&v); err != nil {
+			return v, fmt.Errorf("%w: %s", errBadRequest, describeJSONError(err))
+		}
+		if dec.More() {
+			return v, fmt.Errorf("%w: trailing data after the JSON body", errBadRequest)
+		}
+	}
+	if err := v.validate(); err != nil {
+		return v, err
+	}
+	return v, nil
+}
+
+func describeJSONError(err error) string {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		return fmt.Sprintf("field %q must be %s, not %s", typeErr.Field, typeErr.Type, typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return fmt.Sprintf("malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "malformed JSON: unexpected end of body"
+	default:
+		return err.Error()
+	}
+}
+
+// emptyRequest is a body with no fields (absent, or {}).
+type emptyRequest struct{}
+
+func (emptyRequest) validate() error { return nil }
+
+// maxSourceField bounds every string of a source.
+const maxSourceField = 1024
+
+// sourceRequest is a message source (Hermes' SessionSource) as sent.
+// chat_id is a required string that may be empty: a DM without one keys on
+// the participant, a group on the participant too (see domain.BuildSessionKey).
+type sourceRequest struct {
+	Platform       string  `json:"platform"`
+	ChatID         *string `json:"chat_id"`
+	ChatName       string  `json:"chat_name"`
+	ChatType       string  `json:"chat_type"`
+	UserID         string  `json:"user_id"`
+	UserName       string  `json:"user_name"`
+	ThreadID       string  `json:"thread_id"`
+	ChatTopic      string  `json:"chat_topic"`
+	UserIDAlt      string  `json:"user_id_alt"`
+	ChatIDAlt      string  `json:"chat_id_alt"`
+	IsBot          bool    `json:"is_bot"`
+	GuildID        string  `json:"guild_id"`
+	ParentChatID   string  `json:"parent_chat_id"`
+	MessageID      string  `json:"message_id"`
+	RoleAuthorized bool    `json:"role_authorized"`
+}
+
+func (s sourceRequest) validate() error {
+	if s.Platform == "" {
+		return fmt.Errorf("%w: source.platform is required", errBadRequest)
+	}
+	if s.ChatID == nil {
+		return fmt.Errorf("%w: source.chat_id is required (it may be \"\")", errBadRequest)
+	}
+	switch s.ChatType {
+	case "", domain.ChatDM, domain.ChatGroup, domain.ChatChannel, domain.ChatThread:
+	default:
+		return fmt.Errorf("%w: source.chat_type %q is not dm, group, channel or thread", errBadRequest, s.ChatType)
+	}
+	for _, f := range []struct{ name, v string }{
+		{"platform", s.Platform}, {"chat_id", *s.ChatID}, {"chat_name", s.ChatName}, {"user_id", s.UserID},
+		{"user_name", s.UserName}, {"thread_id", s.ThreadID}, {"chat_topic", s.ChatTopic}, {"user_id_alt", s.UserIDAlt},
+		{"chat_id_alt", s.ChatIDAlt}, {"guild_id", s.GuildID}, {"parent_chat_id", s.ParentChatID}, {"message_id", s.MessageID},
+	} {
+		if len(f.v) > maxSourceField {
+			return fmt.Errorf("%w: source.%s is longer than %d bytes", errBadRequest, f.name, maxSourceField)
+		}
+	}
+	return nil
+}
+
+// domainSource maps a validated source to the domain's.
+func (s sourceRequest) domainSource() domain.SessionSource {
+	return domain.SessionSource{
+		Platform: s.Platform, ChatID: *s.ChatID, ChatName: s.ChatName, ChatType: s.ChatType,
+		UserID: s.UserID, UserName: s.UserName, ThreadID: s.ThreadID, ChatTopic: s.ChatTopic,
+		UserIDAlt: s.UserIDAlt, ChatIDAlt: s.ChatIDAlt, IsBot: s.IsBot, GuildID: s.GuildID,
+		ParentChatID: s.ParentChatID, MessageID: s.MessageID, RoleAuthorized: s.RoleAuthorized,
+	}
+}
+
+// resolveRequest is POST /v1/sessions/resolve.
+type resolveRequest struct {
+	Source   *sourceRequest `json:"source"`
+	ForceNew bool           `json:"force_new"`
+}
+
+func (q resolveRequest) validate() error {
+	if q.Source == nil {
+		return fmt.Errorf("%w: source is required", errBadRequest)
+	}
+	return q.Source.validate()
+}
+
+func (q resolveRequest) command(commandID string) commands.ResolveSession {
+	return commands.ResolveSession{Source: q.Source.domainSource(), ForceNew: q.ForceNew, CommandID: commandID}
+}
+
+// touchRequest is POST /v1/sessions/{key}/touch.
+type touchRequest struct {
+	LastPromptTokens *int64 `json:"last_prompt_tokens"`
+}
+
+func (touchRequest) validate() error { return nil }
+
+// maxTurnField bounds turn_id and cost_status.
+const maxTurnField = 200
+
+// startTurnRequest is POST /v1/sessions/{key}/turns/start.
+type startTurnRequest struct {
+	TurnID string `json:"turn_id"`
+}
+
+func (q startTurnRequest) validate() error {
+	if len(q.TurnID) > maxTurnField {
+		return fmt.Errorf("%w: turn_id longer than %d bytes", errBadRequest, maxTurnField)
+	}
+	return nil
+}
+
+// completeTurnRequest is POST /v1/sessions/{key}/turns.
+type completeTurnRequest struct {
+	TurnID           string  `json:"turn_id"`
+	InputTokens      int64   `json:"input_tokens"`
+	OutputTokens     int64   `json:"output_tokens"`
+	CacheReadTokens  int64   `json:"cache_read_tokens"`
+	CacheWriteTokens int64   `json:"cache_write_tokens"`
+	EstimatedCostUSD float64 `json:"estimated_cost_usd"`
+	CostStatus       string  `json:"cost_status"`
+	LastPromptTokens *int64  `json:"last_prompt_tokens"`
+	Failed           bool    `json:"failed"`
+}
+
+func (q completeTurnRequest) validate() error {
+	if len(q.TurnID) > maxTurnField || len(q.CostStatus) > maxTurnField {
+		return fmt.Errorf("%w: turn_id and cost_status are limited to %d bytes", errBadRequest, maxTurnField)
+	}
+	return nil
+}
+
+func (q completeTurnRequest) outcome() domain.TurnOutcome {
+	return domain.TurnOutcome{
+		TurnID: q.TurnID, InputTokens: q.InputTokens, OutputTokens: q.OutputTokens,
+		CacheReadTokens: q.CacheReadTokens, CacheWriteTokens: q.CacheWriteTokens,
+		EstimatedCostUSD: q.EstimatedCostUSD, CostStatus: q.CostStatus,
+		LastPromptTokens: q.LastPromptTokens, Failed: q.Failed,
+	}
+}
+
+// resetRequest is POST /v1/sessions/{key}/reset.
+type resetRequest struct {
+	DisplayName string `json:"display_name"`
+}
+
+func (q resetRequest) validate() error {
+	if len(q.DisplayName) > maxSourceField {
+		return fmt.Errorf("%w: display_name longer than %d bytes", errBadRequest, maxSourceField)
+	}
+	return nil
+}
+
+// switchRequest is POST /v1/sessions/{key}/switch (the commands validate
+// the session id).
+type switchRequest struct {
+	SessionID string `json:"session_id"`
+}
+
+func (switchRequest) validate() error { return nil }
+
+// resumePendingRequest is POST /v1/sessions/{key}/resume-pending.
+type resumePendingRequest struct {
+	Reason string `json:"reason"`
+}
+
+func (resumePendingRequest) validate() error { return nil }
+
+// reason is the reason given, restart_timeout when none.
+func (q resumePendingRequest) reason() string {
+	if q.Reason == "" {
+		return events.ResumeRestartTimeout
+	}
+	return q.Reason
+}
+
+// activeProcessesRequest is PUT /v1/sessions/{key}/active-processes.
+type activeProcessesRequest struct {
+	Count *int `json:"count"`
+}
+
+func (q activeProcessesRequest) validate() error {
+	if q.Count == nil {
+		return fmt.Errorf("%w: count is required", errBadRequest)
+	}
+	return nil
+}
+
+// maxSweepAge bounds max_age_seconds of suspend-recently-active: ten years.
+const maxSweepAge = 10 * 365 * 24 * 3600
+
+// suspendRecentRequest is POST /v1/recovery/suspend-recently-active.
+type suspendRecentRequest struct {
+	MaxAgeSeconds *int64 `json:"max_age_seconds"`
+}
+
+func (q suspendRecentRequest) validate() error {
+	if age := q.maxAgeSeconds(); age < 0 || age > maxSweepAge {
+		return fmt.Errorf("%w: max_age_seconds must be between 0 and ten years", errBadRequest)
+	}
+	return nil
+}
+
+// maxAgeSeconds is the age given, 120 when none.
+func (q suspendRecentRequest) maxAgeSeconds() int64 {
+	if q.MaxAgeSeconds == nil {
+		return 120
+	}
+	return *q.MaxAgeSeconds
+}
+
+// maxRetentionDays bounds the day counts of the prunes: 100 years.
+const maxRetentionDays = 36500
+
+// pruneEntriesRequest is POST /v1/maintenance/prune-entries.
+type pruneEntriesRequest struct {
+	MaxAgeDays *int `json:"max_age_days"`
+}
+
+func (q pruneEntriesRequest) validate() error {
+	if q.MaxAgeDays == nil || *q.MaxAgeDays < 0 || *q.MaxAgeDays > maxRetentionDays {
+		return fmt.Errorf("%w: max_age_days must be an integer between 0 and %d", errBadRequest, maxRetentionDays)
+	}
+	return nil
+}
+
+// ackNoticeRequest is POST /v1/sessions/{key}/notice/ack.
+type ackNoticeRequest struct {
+	SessionID string `json:"session_id"`
+}
+
+func (q ackNoticeRequest) validate() error {
+	if q.SessionID != "" {
+		return domain.ValidateSessionID(q.SessionID)
+	}
+	return nil
+}
+
+// enqueueRequest is POST /v1/sessions/{key}/queue.
+type enqueueRequest struct {
+	Text    string          `json:"text"`
+	Kind    string          `json:"kind"`
+	Message json.RawMessage `json:"message"`
+}
+
+// message is the client's message object, nil when absent or null.
+func (q enqueueRequest) message() json.RawMessage {
+	if string(q.Message) == "null" {
+		return nil
+	}
+	return q.Message
+}
+
+func (q enqueueRequest) validate() error {
+	msg := q.message()
+	switch {
+	case q.Kind == "":
+		return fmt.Errorf("%w: kind is required (followup or queue)", errBadRequest)
+	case q.Kind != events.QueueKindFollowup && q.Kind != events.QueueKindQueue:
+		return fmt.Errorf("%w: kind %q is not followup or queue", errBadRequest, q.Kind)
+	case len(q.Text) > domain.MaxQueueTextBytes:
+		return fmt.Errorf("%w: text is %d bytes, the limit is %d", errTooLarge, len(q.Text), domain.MaxQueueTextBytes)
+	case len(msg) > domain.MaxQueueMessageBytes:
+		return fmt.Errorf("%w: message is %d bytes, the limit is %d", errTooLarge, len(msg), domain.MaxQueueMessageBytes)
+	case len(msg) > 0 && msg[0] != '{':
+		return fmt.Errorf("%w: message must be a JSON object", errBadRequest)
+	case q.Text == "" && len(msg) == 0:
+		return fmt.Errorf("%w: text or message is required", errBadRequest)
+	}
+	return nil
+}
+
+func (q enqueueRequest) command(key sessionKey, commandID string) commands.EnqueueMessage {
+	return commands.EnqueueMessage{Key: string(key), Kind: q.Kind, Text: q.Text, Message: q.message(), CommandID: commandID}
+}
+
+// messageRequest is a transcript message as sent (POST …/messages, and
+// each message of PUT …/messages). The commands validate role and
+// token_count.
+type messageRequest struct {
+	Role                string          `json:"role"`
+	Content             json.RawMessage `json:"content"`
+	ToolCallID          string          `json:"tool_call_id"`
+	ToolCalls           json.RawMessage `json:"tool_calls"`
+	ToolName            string          `json:"tool_name"`
+	TokenCount          *int64          `json:"token_count"`
+	FinishReason        string          `json:"finish_reason"`
+	Reasoning           *string         `json:"reasoning"`
+	ReasoningContent    *string         `json:"reasoning_content"`
+	ReasoningDetails    json.RawMessage `json:"reasoning_details"`
+	CodexReasoningItems json.RawMessage `json:"codex_reasoning_items"`
+	CodexMessageItems   json.RawMessage `json:"codex_message_items"`
+}
+
+func (messageRequest) validate() error { return nil }
+
+// event maps the message to the stored message (events.Message v1).
+func (m messageRequest) event() events.Message {
+	return events.Message{
+		Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls,
+		ToolName: m.ToolName, TokenCount: m.TokenCount, FinishReason: m.FinishReason,
+		Reasoning: m.Reasoning, ReasoningContent: m.ReasoningContent, ReasoningDetails: m.ReasoningDetails,
+		CodexReasoningItems: m.CodexReasoningItems, CodexMessageItems: m.CodexMessageItems,
+	}
+}
+
+// rewriteRequest is PUT /v1/transcripts/{session_id}/messages.
+type rewriteRequest struct {
+	Messages *[]messageRequest `json:"messages"`
+}
+
+func (q rewriteRequest) validate() error {
+	if q.Messages == nil {
+		return fmt.Errorf("%w: messages is required", errBadRequest)
+	}
+	for i, m := range *q.Messages {
+		if err := m.validate(); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func (q rewriteRequest) events() []events.Message {
+	out := make([]events.Message, len(*q.Messages))
+	for i, m := range *q.Messages {
+		out[i] = m.event()
+	}
+	return out
+}
+
+// maxRewind bounds n of a rewind.
+const maxRewind = 10000
+
+// rewindRequest is POST /v1/transcripts/{session_id}/rewind.
+type rewindRequest struct {
+	N *int `json:"n"`
+}
+
+func (q rewindRequest) validate() error {
+	if q.n() > maxRewind {
+		return fmt.Errorf("%w: n must be at most %d", errBadRequest, maxRewind)
+	}
+	return nil
+}
+
+// n is the number of turns to rewind, 1 when not given.
+func (q rewindRequest) n() int {
+	if q.N == nil {
+		return 1
+	}
+	return *q.N
+}
+
+// titleRequest is PUT /v1/transcripts/{session_id}/title.
+type titleRequest struct {
+	Title *string `json:"title"`
+}
+
+func (q titleRequest) validate() error {
+	if q.Title == nil {
+		return fmt.Errorf("%w: title is required (\"\" clears it)", errBadRequest)
+	}
+	return nil
+}
+
+// metadataRequest is PATCH /v1/transcripts/{session_id}.
+type metadataRequest struct {
+	Model            *string  `json:"model"`
+	ModelConfig      *string  `json:"model_config"`
+	SystemPrompt     *string  `json:"system_prompt"`
+	ParentSessionID  *string  `json:"parent_session_id"`
+	BillingProvider  *string  `json:"billing_provider"`
+	BillingBaseURL   *string  `json:"billing_base_url"`
+	BillingMode      *string  `json:"billing_mode"`
+	InputTokens      int64    `json:"input_tokens"`
+	OutputTokens     int64    `json:"output_tokens"`
+	CacheReadTokens  int64    `json:"cache_read_tokens"`
+	CacheWriteTokens int64    `json:"cache_write_tokens"`
+	ReasoningTokens  int64    `json:"reasoning_tokens"`
+	EstimatedCostUSD *float64 `json:"estimated_cost_usd"`
+	ActualCostUSD    *float64 `json:"actual_cost_usd"`
+	CostStatus       *string  `json:"cost_status"`
+	CostSource       *string  `json:"cost_source"`
+	PricingVersion   *string  `json:"pricing_version"`
+	APICallCount     int64    `json:"api_call_count"`
+}
+
+func (metadataRequest) validate() error { return nil }
+
+func (q metadataRequest) command(id sessionID, commandID string) commands.UpdateMetadata {
+	return commands.UpdateMetadata{Update: events.SessionMetadataUpdated{
+		SessionID: string(id), Model: q.Model, ModelConfig: q.ModelConfig, SystemPrompt: q.SystemPrompt,
+		ParentSessionID: q.ParentSessionID, BillingProvider: q.BillingProvider, BillingBaseURL: q.BillingBaseURL,
+		BillingMode: q.BillingMode, InputTokens: q.InputTokens, OutputTokens: q.OutputTokens,
+		CacheReadTokens: q.CacheReadTokens, CacheWriteTokens: q.CacheWriteTokens, ReasoningTokens: q.ReasoningTokens,
+		EstimatedCostUSD: q.EstimatedCostUSD, ActualCostUSD: q.ActualCostUSD, CostStatus: q.CostStatus,
+		CostSource: q.CostSource, PricingVersion: q.PricingVersion, APICallCount: q.APICallCount,
+	}, CommandID: commandID}
+}
+
+// endRequest is POST /v1/transcripts/{session_id}/end (the command bounds
+// the reason).
+type endRequest struct {
+	Reason string `json:"reason"`
+}
+
+func (endRequest) validate() error { return nil }
+
+// pruneSessionsRequest is POST /v1/maintenance/prune-sessions.
+type pruneSessionsRequest struct {
+	OlderThanDays *int   `json:"older_than_days"`
+	Source        string `json:"source"`
+}
+
+func (q pruneSessionsRequest) validate() error {
+	if q.OlderThanDays == nil || *q.OlderThanDays < 0 || *q.OlderThanDays > maxRetentionDays {
+		return fmt.Errorf("%w: older_than_days must be an integer from 0 to %d", errBadRequest, maxRetentionDays)
+	}
+	return nil
+}
+
+// clockRequest is POST /v1/clock: an instant or a forward step.
+type clockRequest struct {
+	Now     *time.Time `json:"now"`
+	Advance string     `json:"advance"`
+}
+
+func (q clockRequest) validate() error {
+	switch {
+	case q.Now != nil && q.Advance != "":
+		return fmt.Errorf("%w: give now or advance, not both", errBadRequest)
+	case q.Now == nil && q.Advance == "":
+		return fmt.Errorf("%w: give now or advance", errBadRequest)
+	case q.Advance != "":
+		if _, err := q.advance(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (q clockRequest) advance() (time.Duration, error) {
+	d, err := time.ParseDuration(q.Advance)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%w: advance must be a non-negative Go duration such as \"25h\" or \"90s\"", errBadRequest)
+	}
+	return d, nil
+}
