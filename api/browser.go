@@ -30,7 +30,8 @@ type BrowserPolicy struct {
 //
 //  1. Host must be a loopback name, the listen host or an allowed host
 //     (403 forbidden): a DNS-rebinding page reaches hermes under the
-//     attacker's host name, never under these.
+//     attacker's host name, never under these. An HTTP/1.0 request without
+//     Host passes: browsers always send one.
 //  2. A cross-origin browser request is refused (403 forbidden), whatever
 //     its method, unless its Origin is allowed. net/http's
 //     CrossOriginProtection decides (Sec-Fetch-Site, else Origin against
@@ -104,10 +105,9 @@ func hostAllowed(hostport string, hosts map[string]bool) bool {
 		host = h
 	}
 	host = normalizeHost(host)
-	if host == "" {
-		return false
-	}
-	if host == "localhost" {
+	if host == "" || host == "localhost" {
+		// No Host at all is an HTTP/1.0 client (net/http refuses an
+		// HTTP/1.1 request without one): never a browser.
 		return true
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {

@@ -156,6 +156,7 @@ func TestBrowserRules(t *testing.T) {
 		{name: "an allowed host, any case and port", method: "GET", path: "/healthz", host: "gateway.lan:1234", status: 200},
 		{name: "an allowed IPv6 host", method: "GET", path: "/healthz", host: "[fd00::7]:8642", status: 200},
 		{name: "the listen host", method: "GET", path: "/healthz", host: "hermes.internal:8642", status: 200},
+		{name: "the listen host, another port", method: "GET", path: "/healthz", host: "hermes.internal", status: 200},
 	}
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
