@@ -119,6 +119,7 @@ func (s *cxServer) call(method, path string, body any, want int, out any) []byte
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := s.http.Client().Do(req)
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)

@@ -25,6 +25,18 @@ const (
 	CodeInternal        = "internal"
 )
 
+// Error codes of the browser rules (browser.go).
+const (
+	CodeForbidden            = "forbidden"              // 403: a foreign Host or a cross-origin request
+	CodeUnsupportedMediaType = "unsupported_media_type" // 415: a body that is not application/json
+)
+
+// Errors of the browser rules (browser.go).
+var (
+	errForbidden            = errors.New("forbidden")
+	errUnsupportedMediaType = errors.New("unsupported media type")
+)
+
 // Errors raised by the HTTP layer itself.
 var (
 	errBadRequest   = errors.New("bad request")
@@ -52,6 +64,10 @@ func statusOf(err error) (int, string) {
 		return http.StatusUnauthorized, CodeUnauthorized
 	case errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge, CodePayloadTooLarge
+	case errors.Is(err, errForbidden):
+		return http.StatusForbidden, CodeForbidden
+	case errors.Is(err, errUnsupportedMediaType):
+		return http.StatusUnsupportedMediaType, CodeUnsupportedMediaType
 	case errors.Is(err, errBadRequest), errors.Is(err, domain.ErrInvalidArgument),
 		errors.Is(err, domain.ErrInvalidSessionID), errors.Is(err, domain.ErrInvalidPolicy),
 		errors.Is(err, events.ErrInvalidAppend), errors.Is(err, transcripts.ErrTitleTooLong):

@@ -305,6 +305,7 @@ func TestFollowSlowClient(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		body := fmt.Sprintf(`{"role":"assistant","content":"part %d","reasoning":%q}`, i, reasoning)
 		req, _ := http.NewRequestWithContext(ctx, "POST", h.url(transcript(sessionID, "/messages")), strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := h.http.Client().Do(req)
 		cancel()
 		if err != nil {

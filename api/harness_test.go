@@ -49,6 +49,7 @@ type harnessOptions struct {
 	token    string
 	notReady bool
 	restart  func()
+	browser  api.BrowserPolicy // withBrowser, browser_test.go
 }
 
 type option func(*harnessOptions)
@@ -109,6 +110,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		Metrics:         metrics,
 		ResumeFreshness: time.Hour,
 		Restart:         o.restart,
+		Browser:         o.browser,
 	})
 
 	runnerDone := make(chan error, 1)

@@ -46,6 +46,8 @@ type Deps struct {
 	// /v1/sessions/{key}/context (connected platforms, home channels,
 	// hermes home, privacy.redact_pii).
 	Context ContextSettings
+	// Browser limits what web pages can make a browser send (browser.go).
+	Browser BrowserPolicy
 }
 
 // Server is the HTTP API.
@@ -109,6 +111,7 @@ func (s *Server) Handler() http.Handler {
 	if s.Metrics != nil {
 		r.Use(s.Metrics.middleware)
 	}
+	r.Use(s.browserGuard()) // Host, cross-origin and Content-Type rules, on every route
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	if s.Metrics != nil {

@@ -144,6 +144,12 @@ type API struct {
 	Token string
 	// MaxBodyBytes is api.max_body_bytes.
 	MaxBodyBytes int64
+	// AllowedHosts is api.allowed_hosts: Host names accepted besides
+	// loopback and the host of Addr.
+	AllowedHosts []string
+	// AllowedOrigins is api.allowed_origins: web origins whose pages may
+	// call the API.
+	AllowedOrigins []string
 }
 
 // Expiry is the expiry block: the background expiry watcher.

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // kind is how a key's value is written and stored.
@@ -31,8 +33,8 @@ type key struct {
 	// lo and hi bound kindInt and kindSeconds values (in seconds);
 	// ±Inf when open.
 	lo, hi float64
-	// check is an extra rule for kindString values: it returns a reason,
-	// or "" when s is fine.
+	// check is an extra rule for kindString values and for each item of a
+	// kindList: it returns a reason, or "" when s is fine.
 	check func(s string) string
 	// secret values are never quoted in reasons.
 	secret bool
@@ -154,12 +156,18 @@ func buildKeys() []key {
 		key{path: "api.addr", kind: kindString, check: checkAddr,
 			doc: "host:port the HTTP API listens on",
 			ptr: func(c *Config) any { return &c.API.Addr }},
-		key{path: "api.token", kind: kindString, secret: true,
-			doc: "bearer token of the HTTP API (at least 16 characters); required off loopback",
+		key{path: "api.token", kind: kindString, secret: true, check: checkToken,
+			doc: "bearer token of the HTTP API (at least 16 non-space characters); required off loopback",
 			ptr: func(c *Config) any { return &c.API.Token }},
 		key{path: "api.max_body_bytes", kind: kindInt, lo: 1 << 10, hi: 64 << 20,
 			doc: "largest request body the HTTP API accepts, in bytes (1 KiB–64 MiB)",
 			ptr: func(c *Config) any { return &c.API.MaxBodyBytes }},
+		key{path: "api.allowed_hosts", kind: kindList, check: checkAllowedHost,
+			doc: "further host names or IPs the Host header may name (any port); loopback and the api.addr host always may",
+			ptr: func(c *Config) any { return &c.API.AllowedHosts }},
+		key{path: "api.allowed_origins", kind: kindList, check: checkAllowedOrigin,
+			doc: "web origins (scheme://host[:port]) whose pages may call the HTTP API; none by default",
+			ptr: func(c *Config) any { return &c.API.AllowedOrigins }},
 		key{path: "expiry.interval_seconds", kind: kindSeconds, lo: 1, hi: inf,
 			doc: "seconds between two passes of the background expiry watcher",
 			ptr: func(c *Config) any { return &c.Expiry.Interval }},
@@ -261,6 +269,14 @@ func (k key) checkValue(v any) string {
 		if k.check != nil {
 			return k.check(v)
 		}
+	case []string:
+		if k.check != nil {
+			for _, item := range v {
+				if r := k.check(item); r != "" {
+					return r
+				}
+			}
+		}
 	}
 	return ""
 }
@@ -359,6 +375,54 @@ func checkAddr(s string) string {
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return fmt.Sprintf("%q has no numeric port between 0 and 65535", s)
+	}
+	return ""
+}
+
+// checkToken refuses a token that is blank (it would turn auth off while
+// looking set), short, or padded with white space (an Authorization header
+// loses it, so no request could match). It never quotes the token.
+func checkToken(s string) string {
+	if s == "" {
+		return ""
+	}
+	if strings.TrimSpace(s) == "" {
+		return fmt.Sprintf("is blank, which would turn auth off: unset it or give at least %d non-space characters", minTokenLength)
+	}
+	if strings.TrimSpace(s) != s {
+		return "has leading or trailing white space, which an Authorization header cannot carry"
+	}
+	n := 0
+	for _, r := range s {
+		if !unicode.IsSpace(r) {
+			n++
+		}
+	}
+	if n < minTokenLength {
+		return fmt.Sprintf("has fewer than %d non-space characters", minTokenLength)
+	}
+	return ""
+}
+
+// checkAllowedHost accepts a host name or an IP address, without a port.
+func checkAllowedHost(s string) string {
+	h := strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+	if net.ParseIP(h) != nil {
+		return ""
+	}
+	if h == "" || strings.ContainsAny(h, ":/@*?# ") {
+		return fmt.Sprintf("%q is not a host name or IP address without a port", s)
+	}
+	return ""
+}
+
+// checkAllowedOrigin accepts an origin as browsers send it in the Origin
+// header: http or https, a host, an optional port, nothing else.
+func checkAllowedOrigin(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return fmt.Sprintf("%q is not an origin scheme://host[:port] (http or https, no path)", s)
 	}
 	return ""
 }

@@ -28,7 +28,8 @@ type LoadOptions struct {
 	// file is not an error: the defaults apply.
 	ConfigPath string
 	// Environ is the environment as os.Environ returns it ("NAME=value").
-	// An empty value counts as unset, as in Python Hermes.
+	// An empty value counts as unset, as in Python Hermes, and so does a
+	// blank one, except for api.token: a blank token is refused.
 	Environ []string
 	// Flags are the flags the user set, keyed by config path ("api.addr"),
 	// with their values as typed. Only set flags belong here: every entry
@@ -465,7 +466,9 @@ func (l *loader) env(environ []string) {
 	for _, k := range keys {
 		for _, name := range k.envNames() {
 			s, ok := env[name]
-			if !ok || strings.TrimSpace(s) == "" {
+			// A blank secret is not unset: HERMES_API_TOKEN=" " must not
+			// quietly turn auth off, so checkToken refuses it.
+			if !ok || s == "" || (!k.secret && strings.TrimSpace(s) == "") {
 				continue
 			}
 			l.setString(k, s, name)

@@ -702,7 +702,29 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "short token",
 			env:  []string{"HERMES_API_TOKEN=hunter2"},
-			want: []config.Error{{Source: "HERMES_API_TOKEN", Path: "api.token", Reason: "is shorter than 16 characters"}},
+			want: []config.Error{{Source: "HERMES_API_TOKEN", Path: "api.token", Reason: "has fewer than 16 non-space characters"}},
+		},
+		{
+			// A blank variable counts as unset for every other key; a
+			// blank token would turn auth off while looking set.
+			name: "blank token in env",
+			env:  []string{"HERMES_API_TOKEN= "},
+			want: []config.Error{{Source: "HERMES_API_TOKEN", Path: "api.token", Reason: "is blank, which would turn auth off: unset it or give at least 16 non-space characters"}},
+		},
+		{
+			name: "15-character token in the file",
+			body: "api:\n  token: 0123456789abcde\n",
+			want: []config.Error{{Source: file, Line: 2, Path: "api.token", Reason: "has fewer than 16 non-space characters"}},
+		},
+		{
+			name: "blank token in the file",
+			body: "api:\n  token: \"                \"\n",
+			want: []config.Error{{Source: file, Line: 2, Path: "api.token", Reason: "is blank, which would turn auth off: unset it or give at least 16 non-space characters"}},
+		},
+		{
+			name: "allowed origin with a path, from env",
+			env:  []string{"HERMES_API_ALLOWED_ORIGINS=http://localhost:3000, http://ui.lan/app"},
+			want: []config.Error{{Source: "HERMES_API_ALLOWED_ORIGINS", Path: "api.allowed_origins", Reason: `"http://ui.lan/app" is not an origin scheme://host[:port] (http or https, no path)`}},
 		},
 		{
 			name: "malformed YAML",
@@ -760,7 +782,7 @@ func TestErrorString(t *testing.T) {
 			"config.yaml:3: session_reset.at_hour: 25 is not between 0 and 23"},
 		{config.Error{Source: "HERMES_API_ADDR", Path: "api.addr", Reason: "bad"}, "HERMES_API_ADDR: api.addr: bad"},
 		{config.Error{Source: "config.yaml", Line: 1, Reason: "not valid YAML: x"}, "config.yaml:1: not valid YAML: x"},
-		{config.Error{Path: "api.token", Reason: "is shorter than 16 characters"}, "api.token: is shorter than 16 characters"},
+		{config.Error{Path: "api.token", Reason: "has fewer than 16 non-space characters"}, "api.token: has fewer than 16 non-space characters"},
 	}
 	for _, tt := range tests {
 		if got := tt.err.Error(); got != tt.want {

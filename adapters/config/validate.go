@@ -5,11 +5,10 @@ import (
 	"maps"
 	"net"
 	"slices"
-	"unicode/utf8"
 )
 
-// minTokenLength is the shortest api.token accepted: shorter ones can be
-// guessed.
+// minTokenLength is the fewest non-space characters of an api.token
+// (checkToken): shorter ones can be guessed.
 const minTokenLength = 16
 
 // Validate reports every value out of range and every broken cross-field
@@ -17,7 +16,8 @@ const minTokenLength = 16
 // errors.Join; nil when c is usable. Load has already called it on what it
 // returns. The cross-field rules: api.addr must be host:port, a host other
 // than loopback (127.0.0.0/8, ::1, localhost) needs api.token, and a token
-// must have at least 16 characters.
+// must have at least 16 non-space characters and no white space at either
+// end (a blank one would turn auth off while looking set).
 func (c Config) Validate() error {
 	return joinErrors(c.validate())
 }
@@ -38,10 +38,6 @@ func (c Config) validate() []*Error {
 	if host, _, err := net.SplitHostPort(c.API.Addr); err == nil && !isLoopbackHost(host) && c.API.Token == "" {
 		errs = append(errs, &Error{Path: "api.addr",
 			Reason: fmt.Sprintf("%q: binding a non-loopback address requires api.token", c.API.Addr)})
-	}
-	if c.API.Token != "" && utf8.RuneCountInString(c.API.Token) < minTokenLength {
-		errs = append(errs, &Error{Path: "api.token",
-			Reason: fmt.Sprintf("is shorter than %d characters", minTokenLength)})
 	}
 	return errs
 }

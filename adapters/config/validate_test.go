@@ -42,10 +42,49 @@ func TestValidate(t *testing.T) {
 			modify: func(c *config.Config) { c.API.Addr = "[::]:8642" },
 			want:   []config.Error{{Path: "api.addr", Reason: `"[::]:8642": binding a non-loopback address requires api.token`}},
 		},
+		{name: "token with inner spaces", modify: func(c *config.Config) { c.API.Token = "0123 4567 89ab cdef" }},
 		{
 			name:   "short token",
 			modify: func(c *config.Config) { c.API.Token = "0123456789abcde" },
-			want:   []config.Error{{Path: "api.token", Reason: "is shorter than 16 characters"}},
+			want:   []config.Error{{Path: "api.token", Reason: "has fewer than 16 non-space characters"}},
+		},
+		{
+			name:   "blank token",
+			modify: func(c *config.Config) { c.API.Token = " " },
+			want:   []config.Error{{Path: "api.token", Reason: "is blank, which would turn auth off: unset it or give at least 16 non-space characters"}},
+		},
+		{
+			name:   "16 spaces",
+			modify: func(c *config.Config) { c.API.Token = strings.Repeat(" ", 16) },
+			want:   []config.Error{{Path: "api.token", Reason: "is blank, which would turn auth off: unset it or give at least 16 non-space characters"}},
+		},
+		{
+			name:   "16 characters counting spaces",
+			modify: func(c *config.Config) { c.API.Token = "0123 4567 89ab c" },
+			want:   []config.Error{{Path: "api.token", Reason: "has fewer than 16 non-space characters"}},
+		},
+		{
+			name:   "token with a trailing newline",
+			modify: func(c *config.Config) { c.API.Token = "0123456789abcdef\n" },
+			want:   []config.Error{{Path: "api.token", Reason: "has leading or trailing white space, which an Authorization header cannot carry"}},
+		},
+		{
+			name: "allowed hosts and origins",
+			modify: func(c *config.Config) {
+				c.API.AllowedHosts = []string{"gateway.lan", "192.168.1.5", "[fd00::1]", "fd00::2"}
+				c.API.AllowedOrigins = []string{"http://gateway.lan:8642", "https://hermes.example"}
+			},
+		},
+		{
+			name: "bad allowed hosts and origins",
+			modify: func(c *config.Config) {
+				c.API.AllowedHosts = []string{"gateway.lan:8642"}
+				c.API.AllowedOrigins = []string{"https://hermes.example/ui"}
+			},
+			want: []config.Error{
+				{Path: "api.allowed_hosts", Reason: `"gateway.lan:8642" is not a host name or IP address without a port`},
+				{Path: "api.allowed_origins", Reason: `"https://hermes.example/ui" is not an origin scheme://host[:port] (http or https, no path)`},
+			},
 		},
 		{
 			name:   "not host:port",
@@ -130,7 +169,7 @@ func TestDescribe(t *testing.T) {
 		"agent.gateway_auto_continue_freshness", "agent.restart_drain_timeout",
 		"sessions.auto_prune", "sessions.retention_days", "sessions.min_interval_hours",
 		"sessions.vacuum_after_prune", "sessions.write_sessions_json", "privacy.redact_pii", "timezone",
-		"api.addr", "api.token", "api.max_body_bytes", "expiry.interval_seconds", "recovery.recent_seconds",
+		"api.addr", "api.token", "api.max_body_bytes", "api.allowed_hosts", "api.allowed_origins", "expiry.interval_seconds", "recovery.recent_seconds",
 		"multiplex_profiles", "profile", "gateway.session_reset",
 	} {
 		if !seenKey[k] {

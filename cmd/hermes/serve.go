@@ -148,6 +148,8 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 		Metrics:         metrics,
 		ResumeFreshness: s.cfg.Agent.GatewayAutoContinueFreshness,
 		Context:         contextSettings(s.cfg, s.home),
+		Browser: api.BrowserPolicy{Addr: s.cfg.API.Addr,
+			AllowedHosts: s.cfg.API.AllowedHosts, AllowedOrigins: s.cfg.API.AllowedOrigins},
 		Restart: func() {
 			select {
 			case restart <- struct{}{}:
