@@ -49,6 +49,8 @@ type harnessOptions struct {
 	token    string
 	notReady bool
 	restart  func()
+	// bodyReadTimeout is api.Deps.BodyReadTimeout.
+	bodyReadTimeout time.Duration
 }
 
 type option func(*harnessOptions)
@@ -56,6 +58,10 @@ type option func(*harnessOptions)
 func withToken(tok string) option { return func(o *harnessOptions) { o.token = tok } }
 func notReady() option            { return func(o *harnessOptions) { o.notReady = true } }
 func withRestart(f func()) option { return func(o *harnessOptions) { o.restart = f } }
+
+func withBodyReadTimeout(d time.Duration) option {
+	return func(o *harnessOptions) { o.bodyReadTimeout = d }
+}
 
 // newHarness starts a server; everything is released by t.Cleanup.
 func newHarness(t *testing.T, opts ...option) *harness {
@@ -109,6 +115,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		Metrics:         metrics,
 		ResumeFreshness: time.Hour,
 		Restart:         o.restart,
+		BodyReadTimeout: o.bodyReadTimeout,
 	})
 
 	runnerDone := make(chan error, 1)

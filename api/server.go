@@ -50,6 +50,10 @@ type Deps struct {
 	// /v1/sessions/{key}/context (connected platforms, home channels,
 	// hermes home, privacy.redact_pii).
 	Context ContextSettings
+
+	// BodyReadTimeout bounds the reading of a request body (0: the
+	// default); see guardBody.
+	BodyReadTimeout time.Duration
 }
 
 // Server is the HTTP API.
@@ -108,6 +112,7 @@ func (s *Server) Draining() bool { return s.draining.Load() }
 // Handler returns the router.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
+	r.Use(s.guardBody)
 	r.Use(routeOnEscapedPath)
 	r.Use(s.recoverer)
 	if s.Metrics != nil {
