@@ -29,7 +29,7 @@ func TestGuardBodyClearsTheDeadlineOnceTheBodyIsIn(t *testing.T) {
 			http.Error(w, "cancelled: "+r.Context().Err().Error(), http.StatusServiceUnavailable)
 			return
 		}
-		io.WriteString(w, string(body))
+		w.Write(body)
 	})))
 	defer srv.Close()
 
