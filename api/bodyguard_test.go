@@ -100,12 +100,12 @@ func TestOversizedBodyWrittenBeforeReading(t *testing.T) {
 	}{
 		{
 			name: "declared length",
-			head: fmt.Sprintf("POST %s HTTP/1.1\r\nHost: hermes\r\nContent-Type: application/json\r\nContent-Length: %d", path, len(body)),
+			head: fmt.Sprintf("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d", path, len(body)),
 			body: body,
 		},
 		{
 			name: "chunked",
-			head: fmt.Sprintf("POST %s HTTP/1.1\r\nHost: hermes\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked", path),
+			head: fmt.Sprintf("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked", path),
 			body: chunked(body),
 		},
 	} {
@@ -135,7 +135,7 @@ func TestOversizedBodyNotSentDoesNotHoldTheConnection(t *testing.T) {
 	const bound = 300 * time.Millisecond
 	h := newHarness(t, withBodyReadTimeout(bound))
 	before := h.head()
-	head := "POST /v1/sessions/resolve HTTP/1.1\r\nHost: hermes\r\nContent-Type: application/json\r\nContent-Length: 1073741824"
+	head := "POST /v1/sessions/resolve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1073741824"
 	for _, endless := range []bool{false, true} {
 		t.Run(fmt.Sprintf("endless=%v", endless), func(t *testing.T) {
 			h := h.with(t)
@@ -205,7 +205,7 @@ func TestTrickledBodyIsCutOff(t *testing.T) {
 			defer conn.Close()
 			conn.SetDeadline(time.Now().Add(30 * time.Second))
 			start := time.Now()
-			fmt.Fprintf(conn, "POST /v1/sessions/resolve HTTP/1.1\r\nHost: hermes\r\nContent-Type: application/json\r\n%s\r\n\r\n", tt.head)
+			fmt.Fprintf(conn, "POST /v1/sessions/resolve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n%s\r\n\r\n", tt.head)
 			first := `{"source": {"platform": "telegram", "chat_id": "`
 			if strings.Contains(tt.head, "chunked") {
 				first = fmt.Sprintf("%x\r\n%s\r\n", len(first), first)
