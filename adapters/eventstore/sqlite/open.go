@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"hermes/projections/migrate"
 )
 
 func openWriter(path string, cfg config, onCommit func(), stop <-chan struct{}) (*writer, error) {
@@ -34,6 +36,7 @@ func openWriter(path string, cfg config, onCommit func(), stop <-chan struct{}) 
 		dataVersion: -1,
 		pending:     make(map[string]uint64),
 		inserts:     make(map[int]*sql.Stmt),
+		migrations:  cfg.migrations,
 	}
 	if err := w.init(ctx); err != nil {
 		return nil, errors.Join(err, w.close())
@@ -43,11 +46,11 @@ func openWriter(path string, cfg config, onCommit func(), stop <-chan struct{}) 
 }
 
 // init checks the file before changing anything in it (journal mode
-// included), then creates the schema if the file is fresh. Two processes
-// initialising the same file at once are serialised by BEGIN IMMEDIATE.
+// included), then brings its schema to the last migration (creating it if
+// the file is fresh). Two processes initialising or migrating the same file
+// at once are serialised by BEGIN IMMEDIATE.
 func (w *writer) init(ctx context.Context) error {
-	err := checkSchema(ctx, w.conn, true)
-	if err != nil && !errors.Is(err, errFresh) {
+	if _, err := checkSchema(ctx, w.conn, true, len(w.migrations)); err != nil && !errors.Is(err, errFresh) {
 		return err
 	}
 	var mode string
@@ -57,41 +60,14 @@ func (w *writer) init(ctx context.Context) error {
 	if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("set journal mode: got %q, want wal", mode)
 	}
-	if errors.Is(err, errFresh) {
-		if err := w.create(ctx); err != nil {
-			return fmt.Errorf("create schema: %w", err)
+	plan := migrate.Plan{Table: migrationsTable, Steps: w.migrations, Now: w.clock}
+	if _, _, err := migrate.Run(ctx, w.conn, plan); err != nil {
+		if errors.Is(err, migrate.ErrNewer) {
+			return fmt.Errorf("%w: %w", ErrNewerSchema, err)
 		}
+		return fmt.Errorf("migrate schema: %w", err)
 	}
 	return w.prepare(ctx)
-}
-
-func (w *writer) create(ctx context.Context) (err error) {
-	if _, err := w.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_, rbErr := w.conn.ExecContext(ctx, "ROLLBACK")
-			err = errors.Join(err, rbErr)
-		}
-	}()
-	err = checkSchema(ctx, w.conn, true)
-	if err == nil {
-		_, err = w.conn.ExecContext(ctx, "COMMIT")
-		return err
-	}
-	if !errors.Is(err, errFresh) {
-		return err
-	}
-	if _, err := w.conn.ExecContext(ctx, schemaSQL); err != nil {
-		return err
-	}
-	meta := fmt.Sprintf("PRAGMA application_id = %d; PRAGMA user_version = %d", applicationID, schemaVersion)
-	if _, err := w.conn.ExecContext(ctx, meta); err != nil {
-		return err
-	}
-	_, err = w.conn.ExecContext(ctx, "COMMIT")
-	return err
 }
 
 func (w *writer) prepare(ctx context.Context) error {

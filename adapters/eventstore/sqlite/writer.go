@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"hermes/events"
+	"hermes/projections/migrate"
 )
 
 const (
@@ -56,6 +57,8 @@ type writer struct {
 	conn     *sql.Conn
 	clock    func() time.Time
 	onCommit func()
+	// migrations are the schema steps init applies.
+	migrations []migrate.Step
 
 	reqs chan *request
 	stop <-chan struct{}
