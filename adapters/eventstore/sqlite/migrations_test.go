@@ -196,4 +196,3 @@ func TestMigrations_testStep(t *testing.T) {
 		}
 	})
 }
-
