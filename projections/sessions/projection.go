@@ -3,7 +3,6 @@ package sessions
 import (
 	"context"
 	"database/sql"
-	_ "embed"
 	"errors"
 	"fmt"
 	"net/url"
@@ -28,9 +27,6 @@ const Name = "sessions.v1"
 // StuckLoopThreshold is the number of consecutive interrupted restarts at
 // which a lane is suspended.
 const StuckLoopThreshold = 3
-
-//go:embed schema.sql
-var schemaSQL string
 
 // Exports are the compatibility files written after applied batches; an
 // empty path disables that file.
@@ -89,7 +85,7 @@ func Open(path string, exports Exports) (*Projection, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open sessions read model %s: %w", path, err)
 	}
-	if _, err := db.Exec(schemaSQL); err != nil {
+	if err := migrateSchema(context.Background(), db, migrations); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open sessions read model %s: %w", path, err)
 	}
