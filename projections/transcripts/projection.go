@@ -3,7 +3,6 @@ package transcripts
 import (
 	"context"
 	"database/sql"
-	_ "embed"
 	"errors"
 	"fmt"
 	"net/url"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"hermes/projections"
+	"hermes/projections/migrate"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -42,9 +42,6 @@ const (
 	busyTimeout = 5 * time.Second
 	maxReaders  = 4
 )
-
-//go:embed schema.sql
-var schemaSQL string
 
 // Errors of this package.
 var (
@@ -75,6 +72,8 @@ type Projection struct {
 	conn   *sql.Conn // the only write connection
 	stmts  *writeStatements
 	closed bool
+	// migrations are the schema steps init applies.
+	migrations []migrate.Step
 }
 
 // Open opens the projection in the file at path (Hermes' state.db),
@@ -95,7 +94,7 @@ func open(path, name string) (*Projection, error) {
 	if err := createPrivate(abs); err != nil {
 		return nil, fmt.Errorf("open transcripts %s: %w", abs, err)
 	}
-	p := &Projection{path: abs, name: name}
+	p := &Projection{path: abs, name: name, migrations: migrations}
 	if err := p.openWriter(); err != nil {
 		return nil, fmt.Errorf("open transcripts %s: %w", abs, err)
 	}
@@ -168,9 +167,11 @@ func (p *Projection) openWriter() error {
 	return nil
 }
 
-// init switches the file to WAL and makes sure it holds this projection's
-// schema under this projection's name, rebuilding it otherwise, in one
-// transaction so that a crash leaves the old file or the new one.
+// init switches the file to WAL, empties a file written under another
+// projection name, brings the schema to the last migration, then records
+// this projection's name. Each step is its own transaction: a crash leaves
+// an empty file, or a migrated file without a name (rebuilt on the next
+// open), never a file mistaken for Python Hermes' own.
 func (p *Projection) init(ctx context.Context) (err error) {
 	var mode string
 	if err := p.conn.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
@@ -179,6 +180,23 @@ func (p *Projection) init(ctx context.Context) (err error) {
 	if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("set journal mode: got %q, want wal", mode)
 	}
+	if err := p.rebuildIfRenamed(ctx); err != nil {
+		return err
+	}
+	if err := migrateSchema(ctx, p.conn, p.migrations); err != nil {
+		return err
+	}
+	if _, err := p.conn.ExecContext(ctx,
+		"INSERT INTO state_meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+		metaProjection, p.name); err != nil {
+		return fmt.Errorf("record projection name: %w", err)
+	}
+	return nil
+}
+
+// rebuildIfRenamed refuses a file hermes did not write and empties one
+// written under another projection name (its schema version with it).
+func (p *Projection) rebuildIfRenamed(ctx context.Context) (err error) {
 	if _, err := p.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("init schema: %w", err)
 	}
@@ -193,24 +211,21 @@ func (p *Projection) init(ctx context.Context) (err error) {
 		return fmt.Errorf("init schema: %w", err)
 	}
 	if objects > 0 && stored == "" {
-		return ErrForeignDatabase
+		migrated, err := hasMigrations(ctx, p.conn)
+		if err != nil {
+			return fmt.Errorf("init schema: %w", err)
+		}
+		if !migrated {
+			return ErrForeignDatabase
+		}
 	}
 	if objects > 0 && stored != p.name {
 		if err := dropAll(ctx, p.conn); err != nil {
 			return fmt.Errorf("rebuild for %s (was %q): %w", p.name, stored, err)
 		}
-	}
-	if _, err := p.conn.ExecContext(ctx, schemaSQL); err != nil {
-		return fmt.Errorf("create schema: %w", err)
-	}
-	if _, err := p.conn.ExecContext(ctx,
-		"INSERT INTO schema_version (version) SELECT ? WHERE NOT EXISTS (SELECT 1 FROM schema_version)", SchemaVersion); err != nil {
-		return fmt.Errorf("create schema: %w", err)
-	}
-	if _, err := p.conn.ExecContext(ctx,
-		"INSERT INTO state_meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-		metaProjection, p.name); err != nil {
-		return fmt.Errorf("create schema: %w", err)
+		if _, err := p.conn.ExecContext(ctx, "PRAGMA user_version = 0"); err != nil {
+			return fmt.Errorf("rebuild for %s (was %q): %w", p.name, stored, err)
+		}
 	}
 	if _, err := p.conn.ExecContext(ctx, "COMMIT"); err != nil {
 		return fmt.Errorf("init schema: %w", err)
