@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"hermes/projections"
-	"hermes/projections/migrate"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -72,8 +71,6 @@ type Projection struct {
 	conn   *sql.Conn // the only write connection
 	stmts  *writeStatements
 	closed bool
-	// migrations are the schema steps init applies.
-	migrations []migrate.Step
 }
 
 // Open opens the projection in the file at path (Hermes' state.db),
@@ -94,7 +91,7 @@ func open(path, name string) (*Projection, error) {
 	if err := createPrivate(abs); err != nil {
 		return nil, fmt.Errorf("open transcripts %s: %w", abs, err)
 	}
-	p := &Projection{path: abs, name: name, migrations: migrations}
+	p := &Projection{path: abs, name: name}
 	if err := p.openWriter(); err != nil {
 		return nil, fmt.Errorf("open transcripts %s: %w", abs, err)
 	}
@@ -172,7 +169,7 @@ func (p *Projection) openWriter() error {
 // this projection's name. Each step is its own transaction: a crash leaves
 // an empty file, or a migrated file without a name (rebuilt on the next
 // open), never a file mistaken for Python Hermes' own.
-func (p *Projection) init(ctx context.Context) (err error) {
+func (p *Projection) init(ctx context.Context) error {
 	var mode string
 	if err := p.conn.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
 		return fmt.Errorf("set journal mode: %w", err)
@@ -183,7 +180,7 @@ func (p *Projection) init(ctx context.Context) (err error) {
 	if err := p.rebuildIfRenamed(ctx); err != nil {
 		return err
 	}
-	if err := migrateSchema(ctx, p.conn, p.migrations); err != nil {
+	if err := migrateSchema(ctx, p.conn, migrations); err != nil {
 		return err
 	}
 	if _, err := p.conn.ExecContext(ctx,
