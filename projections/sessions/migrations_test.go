@@ -37,7 +37,7 @@ func TestOpen_lanesDBBeforeMigrations(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "lanes.db")
 	db := rawDB(t, path)
-	if _, err := db.Exec(schemaSQL + `; INSERT INTO meta(key, value) VALUES ('projection', 'sessions.v1'), ('checkpoint', '42')`); err != nil {
+	if _, err := db.Exec(schemaSQL + `; INSERT INTO meta(key, value) VALUES ('projection', '` + Name + `'), ('checkpoint', '42')`); err != nil {
 		t.Fatal(err)
 	}
 
