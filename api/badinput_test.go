@@ -106,7 +106,7 @@ func TestBadInput(t *testing.T) {
 		{name: "token count a fraction", method: "POST", path: lane(key, "/turns"), body: `{"input_tokens":1.5}`, status: 400, code: "invalid_argument"},
 		{name: "token count beyond int64", method: "POST", path: lane(key, "/turns"), body: `{"input_tokens":99999999999999999999}`, status: 400, code: "invalid_argument"},
 		{name: "turn_id over 200 bytes", method: "POST", path: lane(key, "/turns/start"), body: map[string]string{"turn_id": strings.Repeat("t", 201)}, status: 400, code: "invalid_argument"},
-		{name: "bad resume reason", method: "POST", path: lane(key, "/resume-pending"), body: `{"reason":"because"}`, status: 400, code: "invalid_argument"},
+		{name: "resume reason too long", method: "POST", path: lane(key, "/resume-pending"), body: `{"reason":"` + strings.Repeat("x", 201) + `"}`, status: 400, code: "invalid_argument"},
 		{name: "resume reason a number", method: "POST", path: lane(key, "/resume-pending"), body: `{"reason":3}`, status: 400, code: "invalid_argument"},
 		{name: "negative active-process count", method: "PUT", path: lane(key, "/active-processes"), body: `{"count":-1}`, status: 400, code: "invalid_argument"},
 		{name: "active-process count a string", method: "PUT", path: lane(key, "/active-processes"), body: `{"count":"two"}`, status: 400, code: "invalid_argument"},

@@ -1,6 +1,7 @@
 package domain_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -319,9 +320,49 @@ func TestLane_Transitions(t *testing.T) {
 			ThenErr: domain.ErrSuspended,
 		},
 		{
-			Name:    "mark resume pending with an unknown reason is refused",
+			Name:  "mark resume pending stores any reason, as Hermes does",
+			Given: []events.Event{created(t0)},
+			When:  func(l domain.Lane) ([]events.Event, error) { return l.MarkResumePending("manual_resume_request", soon) },
+			Then:  []events.Event{events.ResumeMarked{Reason: "manual_resume_request", At: soon}},
+		},
+		{
+			Name:  "mark resume pending takes a reason of exactly the bound",
+			Given: []events.Event{created(t0)},
+			When: func(l domain.Lane) ([]events.Event, error) {
+				return l.MarkResumePending(strings.Repeat("é", domain.MaxResumeReasonBytes/2), soon)
+			},
+			Then: []events.Event{events.ResumeMarked{Reason: strings.Repeat("é", domain.MaxResumeReasonBytes/2), At: soon}},
+		},
+		{
+			Name:    "mark resume pending with an empty reason is refused",
 			Given:   []events.Event{created(t0)},
-			When:    func(l domain.Lane) ([]events.Event, error) { return l.MarkResumePending("because", soon) },
+			When:    func(l domain.Lane) ([]events.Event, error) { return l.MarkResumePending("", soon) },
+			ThenErr: domain.ErrInvalidArgument,
+		},
+		{
+			Name:  "mark resume pending with a reason over the bound is refused",
+			Given: []events.Event{created(t0)},
+			When: func(l domain.Lane) ([]events.Event, error) {
+				return l.MarkResumePending(strings.Repeat("x", domain.MaxResumeReasonBytes+1), soon)
+			},
+			ThenErr: domain.ErrInvalidArgument,
+		},
+		{
+			Name:    "mark resume pending with a reason that is not UTF-8 is refused",
+			Given:   []events.Event{created(t0)},
+			When:    func(l domain.Lane) ([]events.Event, error) { return l.MarkResumePending("bad\xff", soon) },
+			ThenErr: domain.ErrInvalidArgument,
+		},
+		{
+			Name:    "mark resume pending with a NUL in the reason is refused",
+			Given:   []events.Event{created(t0)},
+			When:    func(l domain.Lane) ([]events.Event, error) { return l.MarkResumePending("a\x00b", soon) },
+			ThenErr: domain.ErrInvalidArgument,
+		},
+		{
+			Name:    "a turn is not interrupted for a reason a restart does not give",
+			Given:   []events.Event{created(t0), events.TurnStarted{TurnID: "t1", SessionID: "20260509_100000_aaaaaaaa", At: t0}},
+			When:    func(l domain.Lane) ([]events.Event, error) { return l.InterruptTurn("manual_resume_request", soon) },
 			ThenErr: domain.ErrInvalidArgument,
 		},
 		{

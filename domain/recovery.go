@@ -28,7 +28,7 @@ func (l Lane) MarkInterruptedIfRecent(maxAge time.Duration, now time.Time) []eve
 // continues on the same session — unless it is suspended or already
 // pending. A lane with no open turn changes nothing.
 func (l Lane) InterruptTurn(reason string, now time.Time) ([]events.Event, error) {
-	if !ValidResumeReason(reason) {
+	if !AutoResumeReason(reason) {
 		return nil, fmt.Errorf("%w: interrupt reason %q", ErrInvalidArgument, reason)
 	}
 	if !l.Exists() || !l.TurnOpen() {

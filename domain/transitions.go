@@ -2,7 +2,9 @@ package domain
 
 import (
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"hermes/events"
 )
@@ -59,9 +61,13 @@ func (l Lane) Suspend(reason string, now time.Time) ([]events.Event, error) {
 	return []events.Event{events.Suspended{Reason: reason, At: now}}, nil
 }
 
-// ValidResumeReason reports whether reason is one of the three auto-resume
-// reasons.
-func ValidResumeReason(reason string) bool {
+// MaxResumeReasonBytes bounds a stored resume reason.
+const MaxResumeReasonBytes = 200
+
+// AutoResumeReason reports whether reason is one of the three reasons a
+// restart marks (restart_timeout, shutdown_timeout, restart_interrupted):
+// only lanes marked for those are continued automatically after a start.
+func AutoResumeReason(reason string) bool {
 	switch reason {
 	case events.ResumeRestartTimeout, events.ResumeShutdownTimeout, events.ResumeRestartInterrupted:
 		return true
@@ -69,12 +75,30 @@ func ValidResumeReason(reason string) bool {
 	return false
 }
 
+// CheckResumeReason accepts any reason Hermes would store: non-empty valid
+// UTF-8 of at most MaxResumeReasonBytes, without NUL.
+func CheckResumeReason(reason string) error {
+	switch {
+	case reason == "":
+		return fmt.Errorf("%w: resume reason is empty", ErrInvalidArgument)
+	case len(reason) > MaxResumeReasonBytes:
+		return fmt.Errorf("%w: resume reason is longer than %d bytes", ErrInvalidArgument, MaxResumeReasonBytes)
+	case !utf8.ValidString(reason):
+		return fmt.Errorf("%w: resume reason is not valid UTF-8", ErrInvalidArgument)
+	case strings.ContainsRune(reason, 0):
+		return fmt.Errorf("%w: resume reason has a NUL byte", ErrInvalidArgument)
+	}
+	return nil
+}
+
 // MarkResumePending decides that the lane's session must be preserved on the
-// next access. A suspended lane is refused with ErrSuspended: a hard wipe
-// stays a hard wipe. Marking a pending lane again renews the mark.
+// next access. Any reason [CheckResumeReason] accepts is stored; only the
+// three restart reasons are auto-resumed ([AutoResumeReason]). A suspended
+// lane is refused with ErrSuspended: a hard wipe stays a hard wipe. Marking
+// a pending lane again renews the mark.
 func (l Lane) MarkResumePending(reason string, now time.Time) ([]events.Event, error) {
-	if !ValidResumeReason(reason) {
-		return nil, fmt.Errorf("%w: resume reason %q is not restart_timeout, shutdown_timeout or restart_interrupted", ErrInvalidArgument, reason)
+	if err := CheckResumeReason(reason); err != nil {
+		return nil, err
 	}
 	if !l.Exists() {
 		return nil, ErrLaneNotFound

@@ -24,7 +24,9 @@ type GatewayStarted struct {
 
 // RunInterrupted records, at the next start, that the previous run ended
 // without a clean stop (a crash or SIGKILL), and which lanes had a turn open
-// at that moment: each counts one interrupted restart.
+// at that moment: each counts one interrupted restart, and every other
+// lane's count is dropped (unless a finished drain already counted that
+// run's end; see domain.RunEnds).
 type RunInterrupted struct {
 	OpenLanes []string  `json:"open_lanes"`
 	At        time.Time `json:"at"`
@@ -39,7 +41,9 @@ type DrainStarted struct {
 }
 
 // DrainFinished records the end of the drain. OpenLanes still had a turn
-// open when it ended (TimedOut): each counts one interrupted restart.
+// open when it ended (TimedOut): each counts one interrupted restart, and
+// every other lane's count is dropped — all of them after a completed
+// drain. TimedOut with no OpenLanes: the drain could not see the open turns.
 type DrainFinished struct {
 	TimedOut  bool      `json:"timed_out"`
 	OpenLanes []string  `json:"open_lanes"`

@@ -156,6 +156,10 @@ type Recovery struct {
 	// Recent is recovery.recent_seconds: sessions updated this recently
 	// before an unclean stop are marked resume-pending.
 	Recent time.Duration
+	// StuckLoopThreshold is recovery.stuck_loop_threshold: a lane whose
+	// turn was cut by this many consecutive interrupted restarts is
+	// suspended at the next start (Hermes' _STUCK_LOOP_THRESHOLD).
+	StuckLoopThreshold int
 }
 
 // DefaultResetPolicy is Hermes' SessionResetPolicy defaults.
@@ -190,7 +194,7 @@ func Default() Config {
 			MaxBodyBytes: 1 << 20,
 		},
 		Expiry:   Expiry{Interval: 300 * time.Second},
-		Recovery: Recovery{Recent: 120 * time.Second},
+		Recovery: Recovery{Recent: 120 * time.Second, StuckLoopThreshold: 3},
 		Hooks:    Hooks{StartAtHead: true, MaxInFlight: 8},
 		Gateway:  Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
 	}

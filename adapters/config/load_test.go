@@ -82,7 +82,7 @@ func TestLoadDefaultsWithoutFile(t *testing.T) {
 		Timezone:               "",
 		API:                    config.API{Addr: "127.0.0.1:8642", Token: "", MaxBodyBytes: 1048576},
 		Expiry:                 config.Expiry{Interval: 300 * time.Second},
-		Recovery:               config.Recovery{Recent: 120 * time.Second},
+		Recovery:               config.Recovery{Recent: 120 * time.Second, StuckLoopThreshold: 3},
 		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
 		Gateway:                config.Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
 	}
@@ -145,6 +145,7 @@ expiry:
   interval_seconds: 60
 recovery:
   recent_seconds: 0
+  stuck_loop_threshold: 5
 gateway:
   busy_input_mode: queue
   queue:
@@ -171,7 +172,7 @@ profile: coder
 		Timezone:               "Europe/Berlin",
 		API:                    config.API{Addr: "[::1]:9000", Token: "0123456789abcdef", MaxBodyBytes: 2048},
 		Expiry:                 config.Expiry{Interval: time.Minute},
-		Recovery:               config.Recovery{Recent: 0},
+		Recovery:               config.Recovery{Recent: 0, StuckLoopThreshold: 5},
 		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
 		Gateway:                config.Gateway{BusyInputMode: "queue", QueueMaxItems: 5, QueueTTL: time.Hour},
 		PlatformSettings:       map[string]config.Platform{"telegram": {}},

@@ -111,13 +111,15 @@ func (rt *runtime) recoverInterruptedRun(ctx context.Context, prev commands.Gate
 	return nil
 }
 
-// suspendStuckLoops suspends the lanes whose turn was open at the end of
-// too many consecutive runs, so the user gets a clean slate.
+// suspendStuckLoops suspends the lanes whose turn was cut by the last
+// recovery.stuck_loop_threshold consecutive bad stops, so the user gets a
+// clean slate.
 func (rt *runtime) suspendStuckLoops(ctx context.Context) error {
 	if err := rt.caughtUp(ctx); err != nil {
 		return err
 	}
-	stuck, err := rt.lanes.StuckLanes(ctx)
+	threshold := rt.cfg.Recovery.StuckLoopThreshold
+	stuck, err := rt.lanes.StuckLanes(ctx, threshold)
 	if err != nil {
 		return err
 	}
@@ -136,7 +138,7 @@ func (rt *runtime) suspendStuckLoops(ctx context.Context) error {
 			return err
 		}
 		rt.log.Warn("auto-suspended a stuck session: its turn was interrupted by consecutive restarts",
-			"session_key", key, "threshold", sessions.StuckLoopThreshold)
+			"session_key", key, "threshold", threshold)
 	}
 	return nil
 }

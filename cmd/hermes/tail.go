@@ -100,6 +100,13 @@ func runTail(ctx context.Context, g *globalFlags, key string, o tailOptions, out
 				if err := p.lane(env, env.Version >= o.fromVersion); err != nil {
 					return err
 				}
+			} else if env.Stream == events.GatewayStream {
+				if !untilTime.IsZero() && env.Event.OccurredAt().After(untilTime) {
+					return nil
+				}
+				if err := p.gateway(env); err != nil {
+					return err
+				}
 			} else if o.transcripts && p.ownsTranscript(env.Stream) {
 				if err := p.transcript(env); err != nil {
 					return err
@@ -124,6 +131,10 @@ func runTail(ctx context.Context, g *globalFlags, key string, o tailOptions, out
 	for env := range sub.Events() {
 		if env.Stream == lane {
 			if err := p.lane(env, env.Version >= o.fromVersion); err != nil {
+				return err
+			}
+		} else if env.Stream == events.GatewayStream {
+			if err := p.gateway(env); err != nil {
 				return err
 			}
 		} else if o.transcripts && p.ownsTranscript(env.Stream) {
@@ -169,6 +180,12 @@ type tailPrinter struct {
 	key      string
 	state    domain.Lane
 	sessions map[string]bool
+	// shown: the last lane event was printed (--from-version).
+	shown bool
+	// ends and restarts follow the lane's stuck-loop count, so the stops
+	// that counted toward a suspension are printed with the lane.
+	ends     domain.RunEnds
+	restarts int
 }
 
 func (p *tailPrinter) ownsTranscript(stream string) bool {
@@ -179,6 +196,10 @@ func (p *tailPrinter) ownsTranscript(stream string) bool {
 func (p *tailPrinter) lane(env events.Envelope, show bool) error {
 	before := p.state
 	p.state = domain.Evolve(p.state, env.Event)
+	p.shown = show
+	if domain.ClearsRestartCount(env.Event) {
+		p.restarts = 0
+	}
 	if p.state.SessionID != "" {
 		p.sessions[p.state.SessionID] = true
 	}
@@ -192,6 +213,43 @@ func (p *tailPrinter) lane(env events.Envelope, show bool) error {
 	_, err := fmt.Fprintf(p.out, "%s  v%-4d %s  %s%s\n",
 		env.Event.OccurredAt().UTC().Format("2006-01-02T15:04:05.000000Z"), env.Version,
 		p.paint(env.Type, typeColor(env.Event)), summarize(env.Event), changes)
+	return err
+}
+
+// gateway prints a run's end that cut the lane or dropped its count: the
+// stops that explain a stuck-loop suspension (domain.RunEnds).
+func (p *tailPrinter) gateway(env events.Envelope) error {
+	cut, end := p.ends.Observe(env.Event)
+	if !end {
+		return nil
+	}
+	before := p.restarts
+	wasCut := slices.Contains(cut, p.key)
+	if wasCut {
+		p.restarts++
+	} else {
+		p.restarts = 0
+	}
+	if !p.shown || p.restarts == before {
+		return nil
+	}
+	if p.asJSON {
+		return p.json(env)
+	}
+	stop := "crash"
+	if d, ok := env.Event.(events.DrainFinished); ok {
+		stop = "drain completed"
+		if d.TimedOut {
+			stop = "drain timed out"
+		}
+	}
+	what := "cut this lane's turn"
+	if !wasCut {
+		what = "did not cut this lane"
+	}
+	_, err := fmt.Fprintf(p.out, "%s  %-5s %s  %s: %s  {interrupted_restarts: %d → %d}\n",
+		env.Event.OccurredAt().UTC().Format("2006-01-02T15:04:05.000000Z"), "gw",
+		p.paint(env.Type, "1;33"), stop, what, before, p.restarts)
 	return err
 }
 

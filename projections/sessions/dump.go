@@ -2,7 +2,9 @@ package sessions
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -10,8 +12,9 @@ import (
 )
 
 // Dump writes a canonical text dump of the read model (every lane row and
-// restart counter, ordered by key, and the checkpoint), so two read models
-// can be compared byte for byte.
+// restart counter, ordered by key, the checkpoint, and whether the current
+// run's stop has been counted), so two read models can be compared byte for
+// byte.
 func (p *Projection) Dump(ctx context.Context, w io.Writer) error {
 	cp, err := p.Checkpoint(ctx)
 	if err != nil {
@@ -40,6 +43,12 @@ func (p *Projection) Dump(ctx context.Context, w io.Writer) error {
 	for _, k := range sortedKeys(counts) {
 		fmt.Fprintf(w, "restart_failures %q %d\n", k, counts[k])
 	}
+	var counted string
+	err = p.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'stop_counted'`).Scan(&counted)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("dump stop_counted: %w", err)
+	}
+	fmt.Fprintf(w, "stop_counted %t\n", counted == "1")
 	return nil
 }
 

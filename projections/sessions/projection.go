@@ -6,8 +6,10 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,11 +25,8 @@ import (
 
 // Name is the versioned name of this projection; bump it when the rows'
 // meaning changes and the read model rebuilds from position 0.
-const Name = "sessions.v1"
-
-// StuckLoopThreshold is the number of consecutive interrupted restarts at
-// which a lane is suspended.
-const StuckLoopThreshold = 3
+// v2: a stop drops the restart counts of the lanes it did not cut.
+const Name = "sessions.v2"
 
 //go:embed schema.sql
 var schemaSQL string
@@ -156,6 +155,12 @@ type batchState struct {
 	touchOnly map[string]bool
 	failures  map[string]int
 	touched   map[string]bool // failure counters changed
+	// allFailures: failures holds every lane with a count.
+	allFailures bool
+	// stopCounted: the current run's end has been counted (a drain
+	// finished); nil until read from meta.
+	stopCounted      *bool
+	stopCountedDirty bool
 }
 
 // Apply implements projections.Projection.
@@ -238,34 +243,49 @@ func (p *Projection) applyLane(ctx context.Context, tx *sql.Tx, st *batchState, 
 	row.Lane = domain.Evolve(row.Lane, env.Event)
 	row.Version = env.Version
 	st.dirty[key] = true
-	switch e := env.Event.(type) {
-	case events.TurnCompleted:
-		if !e.Failed {
-			if err := st.setFailures(ctx, tx, key, 0); err != nil {
-				return err
-			}
-		}
-	case events.SessionAutoReset, events.SessionReset, events.SessionSwitched, events.Suspended:
-		if err := st.setFailures(ctx, tx, key, 0); err != nil {
-			return err
-		}
+	if domain.ClearsRestartCount(env.Event) {
+		return st.setFailures(ctx, tx, key, 0)
 	}
 	return nil
 }
 
-// applyGateway counts one interrupted restart for every lane whose turn was
-// open when a run ended badly (a crash, or a drain that timed out).
+// applyGateway derives the stuck-loop counts from the ends of runs the log
+// records (see domain.RunEnds): a stop counts one more interrupted restart
+// for each lane it cut and drops every other lane's count.
 func (p *Projection) applyGateway(ctx context.Context, tx *sql.Tx, st *batchState, env events.Envelope) error {
-	var open []string
-	switch e := env.Event.(type) {
-	case events.RunInterrupted:
-		open = e.OpenLanes
-	case events.DrainFinished:
-		if e.TimedOut {
-			open = e.OpenLanes
+	counted, err := st.isStopCounted(ctx, tx)
+	if err != nil {
+		return err
+	}
+	ends := domain.RunEnds{Counted: counted}
+	cut, end := ends.Observe(env.Event)
+	if err := st.setStopCounted(ctx, tx, ends.Counted); err != nil {
+		return err
+	}
+	if !end {
+		return nil
+	}
+	return st.countStop(ctx, tx, cut)
+}
+
+// countStop counts one interrupted restart for each lane in cut and drops
+// the count of every other lane.
+func (st *batchState) countStop(ctx context.Context, tx *sql.Tx, cut []string) error {
+	if err := st.loadAllFailures(ctx, tx); err != nil {
+		return err
+	}
+	isCut := make(map[string]bool, len(cut))
+	for _, key := range cut {
+		isCut[key] = true
+	}
+	for _, key := range slices.Collect(maps.Keys(st.failures)) {
+		if !isCut[key] {
+			if err := st.setFailures(ctx, tx, key, 0); err != nil {
+				return err
+			}
 		}
 	}
-	for _, key := range open {
+	for key := range isCut {
 		n, err := st.failureCount(ctx, tx, key)
 		if err != nil {
 			return err
@@ -274,6 +294,56 @@ func (p *Projection) applyGateway(ctx context.Context, tx *sql.Tx, st *batchStat
 			return err
 		}
 	}
+	return nil
+}
+
+// loadAllFailures reads every stored count the batch has not loaded yet.
+func (st *batchState) loadAllFailures(ctx context.Context, tx *sql.Tx) error {
+	if st.allFailures {
+		return nil
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT session_key, count FROM restart_failures`)
+	if err != nil {
+		return fmt.Errorf("load restart failures: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		var n int
+		if err := rows.Scan(&key, &n); err != nil {
+			return fmt.Errorf("load restart failures: %w", err)
+		}
+		if _, ok := st.failures[key]; !ok {
+			st.failures[key] = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load restart failures: %w", err)
+	}
+	st.allFailures = true
+	return nil
+}
+
+func (st *batchState) isStopCounted(ctx context.Context, tx *sql.Tx) (bool, error) {
+	if st.stopCounted == nil {
+		var v string
+		err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'stop_counted'`).Scan(&v)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return false, fmt.Errorf("load stop_counted: %w", err)
+		}
+		counted := v == "1"
+		st.stopCounted = &counted
+	}
+	return *st.stopCounted, nil
+}
+
+func (st *batchState) setStopCounted(ctx context.Context, tx *sql.Tx, counted bool) error {
+	cur, err := st.isStopCounted(ctx, tx)
+	if err != nil || cur == counted {
+		return err
+	}
+	*st.stopCounted = counted
+	st.stopCountedDirty = true
 	return nil
 }
 
@@ -388,6 +458,15 @@ func writeRows(ctx context.Context, tx *sql.Tx, st *batchState) error {
 			if _, err := stmt.ExecContext(ctx, vals...); err != nil {
 				return fmt.Errorf("apply: write lane %s: %w", key, err)
 			}
+		}
+	}
+	if st.stopCountedDirty {
+		v := "0"
+		if *st.stopCounted {
+			v = "1"
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES ('stop_counted', ?)`, v); err != nil {
+			return fmt.Errorf("apply: stop_counted: %w", err)
 		}
 	}
 	for key := range st.touched {

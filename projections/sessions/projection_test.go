@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,41 +162,168 @@ func keys(rows []sessions.Row) []string {
 	return out
 }
 
-func TestProjection_StuckLoopCounters(t *testing.T) {
+// step is one event of a stuck-loop scenario: on the gateway stream, or on
+// the lane stream of lane.
+type step struct {
+	lane  string
+	event events.Event
+}
+
+func gw(e events.Event) step { return step{event: e} }
+
+func onLane(key string, e events.Event) step { return step{lane: key, event: e} }
+
+var (
+	laneA = "agent:main:telegram:dm:a"
+	laneB = "agent:main:telegram:dm:b"
+)
+
+func started() step { return gw(events.GatewayStarted{PID: 1, At: t0}) }
+
+// drained is a drain that ended with lanes still open: timed out, or (no
+// lanes) completed.
+func drained(lanes ...string) step {
+	return gw(events.DrainFinished{TimedOut: len(lanes) > 0, OpenLanes: append([]string{}, lanes...), At: t0})
+}
+
+func crashed(lanes ...string) step {
+	return gw(events.RunInterrupted{OpenLanes: append([]string{}, lanes...), At: t0})
+}
+
+func TestProjection_StuckLoopCounts(t *testing.T) {
+	tests := []struct {
+		name      string
+		given     []step
+		want      map[string]int
+		wantStuck []string
+	}{
+		{
+			name:      "a lane cut at three consecutive stops reaches the threshold",
+			given:     []step{started(), drained(laneA), started(), drained(laneA), started(), crashed(laneA)},
+			want:      map[string]int{laneA: 3},
+			wantStuck: []string{laneA},
+		},
+		{
+			name:  "a lane not cut at a stop loses its count (Hermes' two-lane sequence)",
+			given: []step{started(), drained(laneA, laneB), started(), drained(laneA)},
+			want:  map[string]int{laneA: 2},
+		},
+		{
+			name:  "cut at stops 1, 3 and 4, quiet at 2: not stuck",
+			given: []step{started(), drained(laneA), started(), drained(laneB), started(), drained(laneA), started(), crashed(laneA)},
+			want:  map[string]int{laneA: 2},
+		},
+		{
+			name:  "a completed drain drops every count",
+			given: []step{started(), drained(laneA, laneB), started(), drained()},
+			want:  map[string]int{},
+		},
+		{
+			name:  "a crash with no open turn drops every count",
+			given: []step{started(), crashed(laneA), started(), crashed()},
+			want:  map[string]int{},
+		},
+		{
+			name:  "a crash after the drain finished is the stop the drain counted",
+			given: []step{started(), drained(laneA), crashed(), started(), drained(laneA), crashed(laneB), started()},
+			want:  map[string]int{laneA: 2},
+		},
+		{
+			name:  "a drain that could not see the open turns leaves the counts",
+			given: []step{started(), drained(laneA), started(), gw(events.DrainFinished{TimedOut: true, OpenLanes: []string{}, At: t0})},
+			want:  map[string]int{laneA: 1},
+		},
+		{
+			name:  "a crash after a drain that could not see the open turns counts them",
+			given: []step{started(), drained(laneA), started(), gw(events.DrainFinished{TimedOut: true, OpenLanes: []string{}, At: t0}), crashed(laneA)},
+			want:  map[string]int{laneA: 2},
+		},
+		{
+			name: "a successful turn clears its lane's count, a failed one does not",
+			given: []step{started(), drained(laneA, laneB),
+				onLane(laneA, events.TurnCompleted{TurnID: "t", At: t0}), onLane(laneB, events.TurnCompleted{TurnID: "t", Failed: true, At: t0})},
+			want: map[string]int{laneB: 1},
+		},
+		{
+			name:  "a suspension, a reset or a switch clears the lane's count",
+			given: []step{started(), drained(laneA, laneB), onLane(laneA, events.Suspended{Reason: events.SuspendStuckLoop, At: t0}), onLane(laneB, events.SessionReset{SessionID: "x", At: t0})},
+			want:  map[string]int{},
+		},
+		{
+			name:      "a lane listed twice counts once",
+			given:     []step{started(), drained(laneA, laneA), started(), crashed(laneA, laneA)},
+			want:      map[string]int{laneA: 2},
+			wantStuck: nil,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			w := newWorld(t)
+			countsPath := filepath.Join(w.dir, ".restart_failure_counts")
+			p := w.open(t, "lanes.db", sessions.Exports{RestartFailureCounts: countsPath})
+			for i, s := range tt.given {
+				stream := events.GatewayStream
+				if s.lane != "" {
+					stream = events.LaneStream(s.lane)
+				}
+				if _, err := w.store.Append(ctx, stream, events.AnyVersion(), []events.Proposed{{ID: fmt.Sprintf("e%d", i), Event: s.event}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// One event per batch: the counts must not depend on batching.
+			all, err := w.store.ReadAll(ctx, 0, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range all {
+				if err := p.Apply(ctx, all[i:i+1]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := p.RestartFailures(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("restart failures (-want +got):\n%s", diff)
+			}
+			stuck, err := p.StuckLanes(ctx, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.wantStuck, stuck); diff != "" {
+				t.Errorf("StuckLanes(3) (-want +got):\n%s", diff)
+			}
+			fresh := w.open(t, "fresh.db", sessions.Exports{})
+			if err := fresh.Apply(ctx, all); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(dump(t, fresh), dump(t, p)); diff != "" {
+				t.Errorf("one batch differs from one event per batch (-one batch +per event):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestProjection_StuckLoopThresholdAndExport(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
 	countsPath := filepath.Join(w.dir, ".restart_failure_counts")
 	p := w.open(t, "lanes.db", sessions.Exports{RestartFailureCounts: countsPath})
 	runner := projections.NewRunner(w.store, p)
-
-	a, _ := w.handler.ResolveSession(ctx, commands.ResolveSession{Source: src("a")})
-	b, _ := w.handler.ResolveSession(ctx, commands.ResolveSession{Source: src("b")})
-	crash := func(lanes ...string) {
-		t.Helper()
-		_, err := w.store.Append(ctx, events.GatewayStream, events.AnyVersion(), []events.Proposed{{
-			ID: fmt.Sprintf("crash-%d", w.clock.Now().UnixNano()), Event: events.RunInterrupted{OpenLanes: lanes, At: w.clock.Advance(time.Second)},
-		}})
-		if err != nil {
+	for i, s := range []step{started(), drained(laneA, laneB), started(), crashed(laneA, laneB), started(), drained(laneA)} {
+		if _, err := w.store.Append(ctx, events.GatewayStream, events.AnyVersion(), []events.Proposed{{ID: fmt.Sprintf("e%d", i), Event: s.event}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	crash(a.Lane.SessionKey, b.Lane.SessionKey)
-	crash(a.Lane.SessionKey)
-	if _, err := w.handler.CompleteTurn(ctx, b.Lane.SessionKey, domain.TurnOutcome{}, ""); err != nil {
-		t.Fatal(err)
-	}
-	crash(a.Lane.SessionKey, b.Lane.SessionKey)
 	if err := runner.CatchUp(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	counts, _ := p.RestartFailures(ctx)
-	want := map[string]int{a.Lane.SessionKey: 3, b.Lane.SessionKey: 1}
-	if diff := cmp.Diff(want, counts); diff != "" {
-		t.Fatalf("restart failures (-want +got):\n%s", diff)
-	}
-	stuck, _ := p.StuckLanes(ctx)
-	if len(stuck) != 1 || stuck[0] != a.Lane.SessionKey {
-		t.Fatalf("StuckLanes = %v, want [%s]", stuck, a.Lane.SessionKey)
+	for threshold, want := range map[int][]string{1: {laneA}, 3: {laneA}, 4: nil} {
+		if stuck, _ := p.StuckLanes(ctx, threshold); !slices.Equal(stuck, want) {
+			t.Errorf("StuckLanes(%d) = %v, want %v", threshold, stuck, want)
+		}
 	}
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -204,18 +332,21 @@ func TestProjection_StuckLoopCounters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(raw) != `{"agent:main:telegram:dm:a":3,"agent:main:telegram:dm:b":1}` {
-		t.Fatalf(".restart_failure_counts = %s", raw)
+	if string(raw) != `{"agent:main:telegram:dm:a":3}` {
+		t.Fatalf(".restart_failure_counts = %s, want Hermes' compact map of the counted lanes", raw)
 	}
-	// The escalation's suspension clears the count.
-	if _, err := w.handler.SuspendSession(ctx, a.Lane.SessionKey, events.SuspendStuckLoop, ""); err != nil {
+	// A clean stop drops the last count, and the file goes away.
+	if _, err := w.store.Append(ctx, events.GatewayStream, events.AnyVersion(), []events.Proposed{{ID: "clean", Event: drained().event}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := runner.CatchUp(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	if counts, _ := p.RestartFailures(ctx); counts[a.Lane.SessionKey] != 0 {
-		t.Fatalf("count after stuck-loop suspension = %d, want 0", counts[a.Lane.SessionKey])
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(countsPath); !os.IsNotExist(err) {
+		t.Fatalf(".restart_failure_counts after a clean stop: %v, want no file", err)
 	}
 }
 
@@ -288,8 +419,22 @@ func TestProjection_IncrementalEqualsRebuild(t *testing.T) {
 			case 6:
 				_, err = w.handler.PruneOldEntries(ctx, 3*time.Hour, "")
 			case 7:
+				var e events.Event
+				cut := rapid.SliceOfNDistinct(rapid.SampledFrom(chats), 0, 3, rapid.ID[string]).Draw(rt, "cut")
+				lanes := []string{}
+				for _, c := range cut {
+					lanes = append(lanes, "agent:main:telegram:dm:"+c)
+				}
+				switch rapid.IntRange(0, 2).Draw(rt, "gateway") {
+				case 0:
+					e = events.GatewayStarted{At: w.clock.Now()}
+				case 1:
+					e = events.DrainFinished{TimedOut: rapid.Bool().Draw(rt, "timed_out"), OpenLanes: lanes, At: w.clock.Now()}
+				case 2:
+					e = events.RunInterrupted{OpenLanes: lanes, At: w.clock.Now()}
+				}
 				_, err = w.store.Append(ctx, events.GatewayStream, events.AnyVersion(), []events.Proposed{{
-					ID: fmt.Sprintf("g-%d", w.clock.Now().UnixNano()), Event: events.RunInterrupted{OpenLanes: []string{key}, At: w.clock.Now()},
+					ID: fmt.Sprintf("g-%d", w.clock.Now().UnixNano()), Event: e,
 				}})
 			}
 			if err != nil && !isRefusal(err) {

@@ -59,7 +59,7 @@ func (p *Projection) Resumable(ctx context.Context, window time.Duration, now ti
 	}
 	out := rows[:0]
 	for _, r := range rows {
-		if domain.ValidResumeReason(r.Lane.ResumeReason) && r.Lane.ResumeFresh(window, now) {
+		if domain.AutoResumeReason(r.Lane.ResumeReason) && r.Lane.ResumeFresh(window, now) {
 			out = append(out, r)
 		}
 	}
@@ -119,15 +119,15 @@ func (p *Projection) RestartFailures(ctx context.Context) (map[string]int, error
 }
 
 // StuckLanes returns the lanes whose consecutive interrupted restarts reached
-// StuckLoopThreshold.
-func (p *Projection) StuckLanes(ctx context.Context) ([]string, error) {
+// threshold (recovery.stuck_loop_threshold).
+func (p *Projection) StuckLanes(ctx context.Context, threshold int) ([]string, error) {
 	counts, err := p.RestartFailures(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for k, n := range counts {
-		if n >= StuckLoopThreshold {
+		if n >= threshold {
 			out = append(out, k)
 		}
 	}
