@@ -64,7 +64,7 @@ func TestProjection_PoisonTurnsAreClamped(t *testing.T) {
 	}
 
 	type clamp struct {
-		Position     uint64
+		Position    uint64
 		Field, Rule string
 	}
 	var got []clamp
