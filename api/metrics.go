@@ -78,6 +78,12 @@ func (m *Metrics) Observe(runner *projections.Runner, lanes *sessions.Projection
 	}))
 }
 
+// Register adds collectors of other layers (wired by cmd) to the registry;
+// it panics on a duplicate, as at startup.
+func (m *Metrics) Register(cs ...prometheus.Collector) {
+	m.registry.MustRegister(cs...)
+}
+
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})

@@ -78,6 +78,7 @@ func (d aliasDir) WhatsAppAliases() (map[string][]string, error) {
 type runtime struct {
 	daemonSettings
 	log      *slog.Logger
+	clamps   *clampLogger
 	now      func() time.Time
 	store    events.Store
 	raw      *sqlite.Store
@@ -134,6 +135,7 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 		commands.WithAliases(aliasDir(s.home.whatsappDir())),
 		commands.WithDirectory(rt.lanes))
 	metrics.Observe(rt.runner, rt.lanes)
+	metrics.Register(rt.clamps.count)
 	restart := make(chan struct{}, 1)
 	rt.server = api.New(api.Deps{
 		Commands:        rt.handler,
@@ -182,6 +184,9 @@ func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
 	if rt.state, err = transcripts.Open(rt.home.stateDB()); err != nil {
 		return err
 	}
+	rt.clamps = newClampLogger(rt.log)
+	rt.lanes.ReportClampsTo(rt.clamps)
+	rt.state.ReportClampsTo(rt.clamps)
 	if rt.reader, err = transcripts.OpenReader(rt.home.stateDB()); err != nil {
 		return err
 	}
