@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -50,6 +51,7 @@ type harnessOptions struct {
 	notReady bool
 	restart  func()
 	browser  api.BrowserPolicy // withBrowser, browser_test.go
+	log      *slog.Logger
 }
 
 type option func(*harnessOptions)
@@ -57,6 +59,9 @@ type option func(*harnessOptions)
 func withToken(tok string) option { return func(o *harnessOptions) { o.token = tok } }
 func notReady() option            { return func(o *harnessOptions) { o.notReady = true } }
 func withRestart(f func()) option { return func(o *harnessOptions) { o.restart = f } }
+
+// withLog gives the server a logger (none: the log is discarded).
+func withLog(l *slog.Logger) option { return func(o *harnessOptions) { o.log = l } }
 
 // newHarness starts a server; everything is released by t.Cleanup.
 func newHarness(t *testing.T, opts ...option) *harness {
@@ -111,6 +116,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		ResumeFreshness: time.Hour,
 		Restart:         o.restart,
 		Browser:         o.browser,
+		Log:             o.log,
 	})
 
 	runnerDone := make(chan error, 1)
