@@ -5,13 +5,13 @@ PKGS     ?= ./...
 BIN      ?= bin/hermes
 
 .DEFAULT_GOAL := check
-.PHONY: check test test-race test-short fmt vet check-deps bench bench-quick build serve tidy
+.PHONY: check test test-race test-short fmt vet check-deps bench bench-quick build serve tidy fuzz-api
 
-check: fmt vet check-deps test-race
+check: fmt vet check-deps test-race fuzz-api
 
 # test is what CI and the README run: formatting, vet, the layer rules, then
 # every test with the race detector.
-test: fmt vet check-deps test-race
+test: fmt vet check-deps test-race fuzz-api
 
 test-race:
 	$(GO) test -race -count=1 $(PKGS)
@@ -30,6 +30,17 @@ vet:
 # events/ and domain/ (no clock reads, randomness, I/O or logging).
 check-deps:
 	$(GO) run ./cmd/importcheck
+
+# fuzz-api fuzzes the API's door for a bounded time (FUZZTIME each, about
+# 30 s in all with the instrumented builds): every request decoder over
+# arbitrary bytes (no panic, a refusal is a 400, what is accepted is valid
+# UTF-8 without repeated names or half surrogate pairs), and arbitrary
+# bodies to every body-taking route over HTTP (no 500, a refusal appends
+# nothing).
+FUZZTIME ?= 8s
+fuzz-api:
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzRefusalChangesNothing$$' -fuzztime $(FUZZTIME) ./api/
 
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 

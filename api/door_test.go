@@ -238,3 +238,79 @@ func TestValidationAtTheDoor(t *testing.T) {
 		}
 	}
 }
+
+// doorRoutes are the routes that take a body (or must refuse one), on a
+// lane and a session of the fuzz harness.
+func doorRoutes(key, sid string) []request {
+	return []request{
+		{method: "POST", path: "/v1/sessions/resolve"},
+		{method: "POST", path: lane(key, "/touch")},
+		{method: "POST", path: lane(key, "/turns/start")},
+		{method: "POST", path: lane(key, "/turns")},
+		{method: "POST", path: lane(key, "/reset")},
+		{method: "POST", path: lane(key, "/switch")},
+		{method: "POST", path: lane(key, "/suspend")},
+		{method: "POST", path: lane(key, "/resume-pending")},
+		{method: "DELETE", path: lane(key, "/resume-pending")},
+		{method: "PUT", path: lane(key, "/active-processes")},
+		{method: "POST", path: lane(key, "/queue")},
+		{method: "POST", path: lane(key, "/queue/next")},
+		{method: "DELETE", path: lane(key, "/queue")},
+		{method: "POST", path: lane(key, "/notice/ack")},
+		{method: "POST", path: transcript(sid, "/messages")},
+		{method: "PUT", path: transcript(sid, "/messages")},
+		{method: "POST", path: transcript(sid, "/rewind")},
+		{method: "PUT", path: transcript(sid, "/title")},
+		{method: "PATCH", path: transcript(sid, "")},
+		{method: "POST", path: transcript(sid, "/clear")},
+		{method: "POST", path: transcript(sid, "/end")},
+		{method: "DELETE", path: transcript(sid, "")},
+		{method: "POST", path: "/v1/recovery/suspend-recently-active"},
+		{method: "POST", path: "/v1/maintenance/prune-entries"},
+		{method: "POST", path: "/v1/maintenance/prune-sessions"},
+		{method: "POST", path: "/v1/admin/restart"},
+	}
+}
+
+// FuzzRefusalChangesNothing sends arbitrary bodies to every route that
+// takes one, over real HTTP: no answer is a 500, every answer is valid
+// UTF-8, and a refusal (4xx, 5xx) appends nothing.
+func FuzzRefusalChangesNothing(f *testing.F) {
+	h := newHarness(f)
+	first := h.resolve(dm("1"))
+	h.appendMessage(first.Entry.SessionID, "user", "hello there")
+	routes := doorRoutes(first.Entry.SessionKey, first.Entry.SessionID)
+	seeds := []string{
+		`{"estimated_cost_usd":1e308}`, `{"input_tokens":9223372036854775807}`,
+		"{\"role\":\"user\",\"content\":\"a\xff\xfeb\"}", `{"role":"user","content":"\ud800"}`,
+		`{"source":{"platform":"telegram","chat_id":"9\u0000"}}`, `{"role":"user","role":"system","content":"x"}`,
+		`{"n":0}`, `{"n":-1}`, `garbage`, `{}`, ``,
+	}
+	for i := range routes {
+		for _, s := range seeds {
+			f.Add(uint8(i), []byte(s))
+		}
+	}
+	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
+		h := h.with(t)
+		rq := routes[int(which)%len(routes)]
+		rq.body = body
+		before := h.head()
+		r := h.send(rq)
+		if r.status == http.StatusInternalServerError {
+			t.Fatalf("%s %s %q = 500 %s", rq.method, rq.path, body, r.body)
+		}
+		if !utf8.Valid(r.body) {
+			t.Fatalf("%s %s %q: answer %q is not valid UTF-8", rq.method, rq.path, body, r.body)
+		}
+		if r.status < 400 {
+			return
+		}
+		if after := h.head(); after != before {
+			t.Fatalf("%s %s %q = %d, head %d after, %d before: a refusal appended", rq.method, rq.path, body, r.status, after, before)
+		}
+		if _, err := errorBody(r); err != nil {
+			t.Fatalf("%s %s %q = %d %s: not the error shape: %v", rq.method, rq.path, body, r.status, r.body, err)
+		}
+	})
+}
