@@ -11,15 +11,8 @@ import (
 // build, an import, a buggy cost estimator), can overflow a sum, make it
 // non-finite, or fail a read model. The same rules apply in the lane fold
 // below and in both read models (lanes.db and state.db); docs/FOLD_LIMITS.md
-// lists them.
-const (
-	// MaxTokens is the cap of every token or call-count sum: a sum that
-	// would pass it stays at it instead of wrapping.
-	MaxTokens int64 = math.MaxInt64
-	// MaxCostUSD bounds a single reported cost and every cost sum. A cost
-	// above it (a billion dollars) is not an estimate but a defect.
-	MaxCostUSD float64 = 1e9
-)
+// lists them. The caps are the bounds of the door (bounds.go): MaxTokens and
+// MaxCostUSD.
 
 // Clamp rules, as reported in [Clamp.Rule].
 const (

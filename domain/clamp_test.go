@@ -38,7 +38,7 @@ func TestEvolveClamped_TurnCompleted(t *testing.T) {
 			name:  "a token sum saturates at the int64 maximum instead of wrapping",
 			given: []events.Event{created(t0), turn(maxInt64, maxInt64, 0)},
 			when:  turn(maxInt64, 0, 0),
-			want:  totals{In: maxInt64, Out: maxInt64, Total: maxInt64},
+			want:  totals{In: domain.MaxTokens, Out: domain.MaxTokens, Total: domain.MaxTokens},
 			wantClamps: []domain.Clamp{
 				{Field: "input_tokens", Rule: domain.ClampSaturated},
 				{Field: "total_tokens", Rule: domain.ClampSaturated},
@@ -101,10 +101,12 @@ func TestAddTokens(t *testing.T) {
 	}{
 		{0, 0, 0, ""},
 		{1, 2, 3, ""},
-		{maxInt64 - 1, 1, maxInt64, domain.ClampSaturated},
-		{maxInt64, 0, maxInt64, ""},
-		{maxInt64, 1, maxInt64, domain.ClampSaturated},
-		{1, maxInt64, maxInt64, domain.ClampSaturated},
+		{domain.MaxTokens - 1, 1, domain.MaxTokens, domain.ClampSaturated},
+		{domain.MaxTokens, 0, domain.MaxTokens, ""},
+		{domain.MaxTokens, 1, domain.MaxTokens, domain.ClampSaturated},
+		{1, maxInt64, domain.MaxTokens, domain.ClampSaturated},
+		// A sum past the cap (an older build's wrapped-free total) comes back to it.
+		{maxInt64, 0, domain.MaxTokens, domain.ClampSaturated},
 		{5, -1, 5, domain.ClampQuarantined},
 		{5, math.MinInt64, 5, domain.ClampQuarantined},
 	}

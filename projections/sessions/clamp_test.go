@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"hermes/domain"
 	"hermes/events"
 	"hermes/projections"
 	"hermes/projections/sessions"
@@ -99,7 +100,7 @@ func TestProjection_PoisonTurnsAreClamped(t *testing.T) {
 	if err := json.Unmarshal(entries[key], &e); err != nil {
 		t.Fatal(err)
 	}
-	if e.InputTokens != maxInt64 || e.TotalTokens != maxInt64 || e.Cost != 0 {
+	if e.InputTokens != domain.MaxTokens || e.TotalTokens != domain.MaxTokens || e.Cost != 0 {
 		t.Errorf("sessions.json entry = %+v, want saturated tokens and cost 0", e)
 	}
 }

@@ -43,7 +43,7 @@ func TestMetadataUpdated_Clamps(t *testing.T) {
 			given: []events.SessionMetadataUpdated{
 				{InputTokens: maxInt64}, {InputTokens: maxInt64},
 			},
-			wantTokens: maxInt64,
+			wantTokens: domain.MaxTokens,
 			wantClamps: []string{"input_tokens/saturated", "input_tokens/saturated"},
 		},
 		{
