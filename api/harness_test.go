@@ -50,6 +50,8 @@ type harnessOptions struct {
 	notReady bool
 	restart  func()
 	browser  api.BrowserPolicy // withBrowser, browser_test.go
+	follow   followLimits      // withFollowLimits, follow_test.go
+	maxConns int               // withMaxConnections, follow_test.go
 }
 
 type option func(*harnessOptions)
@@ -111,6 +113,10 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		ResumeFreshness: time.Hour,
 		Restart:         o.restart,
 		Browser:         o.browser,
+
+		MaxFollowers:         o.follow.max,
+		FollowerBufferBytes:  o.follow.bufferBytes,
+		FollowerWriteTimeout: o.follow.writeTimeout,
 	})
 
 	runnerDone := make(chan error, 1)
@@ -122,7 +128,11 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		}
 	})
 
-	h.http = httptest.NewServer(h.server.Handler())
+	h.http = httptest.NewUnstartedServer(h.server.Handler())
+	if o.maxConns > 0 {
+		h.http.Listener = api.LimitListener(h.http.Listener, o.maxConns)
+	}
+	h.http.Start()
 	t.Cleanup(func() {
 		// A following client may still hold a stream open: cut it, so
 		// Close does not wait for it.
