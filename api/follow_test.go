@@ -134,13 +134,12 @@ func stalledFollower(t *testing.T, h *harness, header string) net.Conn {
 
 const stalledRcvbuf = 256 << 10
 
-// appendUntilDropped appends 128 KiB messages to the transcript until
-// GET /metrics counts wantDropped dropped event streams, and fails when it
-// takes more than the kernel can buffer for a stream (tcp_wmem's maximum
-// on the server side plus the client's buffer) and then some. Every
-// append and scrape is answered meanwhile: the stalled streams hold up no
-// other client.
-func appendUntilDropped(t *testing.T, h *harness, sessionID string, wantDropped float64) {
+// appendUntil appends 128 KiB messages to the transcript until the metric
+// of GET /metrics reaches want, and fails when it takes more than the
+// kernel can buffer for a stream (tcp_wmem's maximum on the server side
+// plus the client's buffer) and then some. Every append and scrape is
+// answered meanwhile: a stalled stream holds up no other client.
+func appendUntil(t *testing.T, h *harness, sessionID, metric string, want func(float64) bool) {
 	t.Helper()
 	volume := 4 << 20
 	if data, err := os.ReadFile("/proc/sys/net/ipv4/tcp_wmem"); err == nil {
@@ -154,7 +153,7 @@ func appendUntilDropped(t *testing.T, h *harness, sessionID string, wantDropped 
 	const size = 128 << 10
 	reasoning := strings.Repeat("r", size)
 	for i := range volume / size {
-		if h.metric("hermes_event_streams_dropped_total") >= wantDropped {
+		if want(h.metric(metric)) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -171,7 +170,7 @@ func appendUntilDropped(t *testing.T, h *harness, sessionID string, wantDropped 
 			t.Fatalf("append %d = %d, want 200", i+1, resp.StatusCode)
 		}
 	}
-	t.Fatalf("%d bytes appended and %v event streams dropped, want %v", volume, h.metric("hermes_event_streams_dropped_total"), wantDropped)
+	t.Fatalf("%d bytes appended and %s is still %v", volume, metric, h.metric(metric))
 }
 
 // TestFollowSlowClientDropped: a following client that does not read is
@@ -184,7 +183,7 @@ func TestFollowSlowClientDropped(t *testing.T) {
 	h := newHarness(t, withFollowLimits(followLimits{bufferBytes: buffer}))
 	sessionID := h.resolve(dm("slow")).Entry.SessionID
 	conn := stalledFollower(t, h, "")
-	appendUntilDropped(t, h, sessionID, 1)
+	appendUntil(t, h, sessionID, "hermes_event_streams_dropped_total", func(n float64) bool { return n == 1 })
 	head := h.head()
 
 	conn.SetReadDeadline(time.Now().Add(time.Minute))
@@ -246,15 +245,23 @@ func TestFollowSlowClientDropped(t *testing.T) {
 }
 
 // TestFollowStuckClientFreesItsSlot: a peer that never reads again cannot
-// hold its stream: the write times out, the stream ends, and its place
-// under api.max_followers is free for the next client.
+// hold its stream: the write times out (whether or not the stream was
+// dropped first), the stream ends, and its place under api.max_followers
+// is free for the next client.
 func TestFollowStuckClientFreesItsSlot(t *testing.T) {
 	h := newHarness(t, withFollowLimits(followLimits{max: 1, bufferBytes: 512 << 10, writeTimeout: 200 * time.Millisecond}))
 	sessionID := h.resolve(dm("stuck")).Entry.SessionID
 	stalledFollower(t, h, "")
-	appendUntilDropped(t, h, sessionID, 1)
-
 	deadline := time.Now().Add(30 * time.Second)
+	for h.metric("hermes_event_streams") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the stalled stream never opened")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	appendUntil(t, h, sessionID, "hermes_event_streams", func(n float64) bool { return n == 0 })
+
+	deadline = time.Now().Add(30 * time.Second)
 	for {
 		resp, stop := h.follow("", nil)
 		status := resp.StatusCode
