@@ -54,6 +54,8 @@ type harnessOptions struct {
 	// bodyReadTimeout is api.Deps.BodyReadTimeout.
 	bodyReadTimeout time.Duration
 	log             *slog.Logger
+	follow          followLimits // withFollowLimits, follow_test.go
+	maxConns        int          // withMaxConnections, follow_test.go
 }
 
 type option func(*harnessOptions)
@@ -124,6 +126,10 @@ func newHarness(t testing.TB, opts ...option) *harness {
 		Browser:         o.browser,
 		BodyReadTimeout: o.bodyReadTimeout,
 		Log:             o.log,
+
+		MaxFollowers:         o.follow.max,
+		FollowerBufferBytes:  o.follow.bufferBytes,
+		FollowerWriteTimeout: o.follow.writeTimeout,
 	})
 
 	runnerDone := make(chan error, 1)
@@ -135,7 +141,11 @@ func newHarness(t testing.TB, opts ...option) *harness {
 		}
 	})
 
-	h.http = httptest.NewServer(h.server.Handler())
+	h.http = httptest.NewUnstartedServer(h.server.Handler())
+	if o.maxConns > 0 {
+		h.http.Listener = api.LimitListener(h.http.Listener, o.maxConns)
+	}
+	h.http.Start()
 	t.Cleanup(func() {
 		// A following client may still hold a stream open: cut it, so
 		// Close does not wait for it.

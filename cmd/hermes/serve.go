@@ -153,6 +153,8 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 		Context:         contextSettings(s.cfg, s.home),
 		Browser: api.BrowserPolicy{Addr: s.cfg.API.Addr,
 			AllowedHosts: s.cfg.API.AllowedHosts, AllowedOrigins: s.cfg.API.AllowedOrigins},
+		MaxFollowers:        s.cfg.API.MaxFollowers,
+		FollowerBufferBytes: s.cfg.API.FollowerBufferBytes,
 		Restart: func() {
 			select {
 			case restart <- struct{}{}:
@@ -217,6 +219,7 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", rt.cfg.API.Addr, err)
 	}
+	ln = api.LimitListener(ln, rt.cfg.API.MaxConnections)
 	rt.listener = ln
 	if rt.debugAddr != "" {
 		go serveDebug(rt.debugAddr, rt.log)
@@ -234,6 +237,7 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(rt.log.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(rt.server.CloseStreams) // clients resume with Last-Event-ID
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(ln) }()
 
@@ -275,14 +279,22 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 	case <-ctx.Done():
 	}
 
+	// The whole stop fits in agent.shutdown_timeout; the watchdog is the
+	// last resort should a step hang.
+	stopBy := time.Now().Add(rt.cfg.Agent.ShutdownTimeout)
+	watchdog := time.AfterFunc(rt.cfg.Agent.ShutdownTimeout, func() {
+		rt.log.Error("stop took longer than agent.shutdown_timeout: exiting unclean", "shutdown_timeout", rt.cfg.Agent.ShutdownTimeout)
+		os.Exit(exitFailure)
+	})
+	defer watchdog.Stop()
 	stopBackground() // no expiry pass or webhook delivery during the drain
-	clean := rt.drain(ctx, restarting)
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	clean := rt.drain(ctx, restarting, drainTimeout(rt.cfg.Agent))
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), min(5*time.Second, time.Until(stopBy)/2))
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		srv.Close()
 	}
-	rt.finish(ctx, clean, restarting)
+	rt.finish(ctx, clean, restarting, stopBy)
 	stopRunner()
 	<-runnerDone
 	if err := rt.lanes.Flush(context.Background()); err != nil {
