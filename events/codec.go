@@ -71,6 +71,8 @@ func Decode(typ string, data []byte) (Event, error) {
 		return decode[QueueCleared](typ, data)
 	case TypeQueueItemsExpired:
 		return decode[QueueItemsExpired](typ, data)
+	case TypeLaneImported:
+		return decode[LaneImported](typ, data)
 
 	case TypeMessageAppended:
 		return decode[MessageAppended](typ, data)
@@ -90,6 +92,10 @@ func Decode(typ string, data []byte) (Event, error) {
 		return decode[TranscriptEnded](typ, data)
 	case TypeTranscriptReopened:
 		return decode[TranscriptReopened](typ, data)
+	case TypeSessionImported:
+		return decode[SessionImported](typ, data)
+	case TypeMessagesImported:
+		return decode[MessagesImported](typ, data)
 
 	case TypeGatewayStarted:
 		return decode[GatewayStarted](typ, data)

@@ -324,7 +324,8 @@ func affectsTranscripts(e events.Event) bool {
 	case events.MessageAppended, events.SessionCreated, events.SessionAutoReset, events.SessionReset,
 		events.SessionSwitched, events.TranscriptRewritten, events.TurnsRewound, events.TitleSet,
 		events.SessionMetadataUpdated, events.TranscriptCleared, events.TranscriptDeleted,
-		events.TranscriptEnded, events.TranscriptReopened:
+		events.TranscriptEnded, events.TranscriptReopened,
+		events.LaneImported, events.SessionImported, events.MessagesImported:
 		return true
 	}
 	return false
@@ -337,7 +338,8 @@ func (a *applier) apply(env events.Envelope) error {
 		return a.messageAppended(e)
 	case events.SessionCreated, events.SessionAutoReset, events.SessionReset, events.SessionSwitched,
 		events.TranscriptRewritten, events.TurnsRewound, events.TitleSet, events.SessionMetadataUpdated,
-		events.TranscriptCleared, events.TranscriptDeleted, events.TranscriptEnded, events.TranscriptReopened:
+		events.TranscriptCleared, events.TranscriptDeleted, events.TranscriptEnded, events.TranscriptReopened,
+		events.LaneImported, events.SessionImported, events.MessagesImported:
 		// Every other change sees the messages appended before it.
 		if err := a.flush(); err != nil {
 			return err
@@ -370,6 +372,12 @@ func (a *applier) apply(env events.Envelope) error {
 		return a.end(e.SessionID, e.Reason, e.At)
 	case events.TranscriptReopened:
 		return a.exec(a.s.reopenSession, e.SessionID)
+	case events.LaneImported:
+		return a.laneImported(env.Stream, e)
+	case events.SessionImported:
+		return a.sessionImported(e)
+	case events.MessagesImported:
+		return a.messagesImported(e)
 	}
 	return nil
 }
