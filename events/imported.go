@@ -2,6 +2,7 @@ package events
 
 import (
 	"encoding/json"
+	"math"
 	"time"
 )
 
@@ -147,3 +148,13 @@ func (e MessagesImported) OccurredAt() time.Time { return e.At }
 func (LaneImported) isEvent()     {}
 func (SessionImported) isEvent()  {}
 func (MessagesImported) isEvent() {}
+
+// EpochTime is the time of Hermes' float epoch seconds (time.time()), to
+// the microsecond it resolves; the zero time for NaN and infinities.
+func EpochTime(sec float64) time.Time {
+	if math.IsNaN(sec) || math.IsInf(sec, 0) {
+		return time.Time{}
+	}
+	whole, frac := math.Modf(sec)
+	return time.Unix(int64(whole), int64(math.Round(frac*1e6))*1e3).UTC()
+}
