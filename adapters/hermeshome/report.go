@@ -2,6 +2,7 @@ package hermeshome
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 )
 
@@ -57,6 +58,20 @@ func (r *Report) Count(kind string) int {
 	n := 0
 	for _, note := range r.notes {
 		if note.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// CountWhere returns how many notes of kind are about a fact whose name
+// starts with prefix.
+func (r *Report) CountWhere(kind, prefix string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, note := range r.notes {
+		if note.Kind == kind && strings.HasPrefix(note.Where, prefix) {
 			n++
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"hermes/events"
+	"hermes/projections/sessions"
 )
 
 // maxCount is the largest token count or cost an imported entry keeps
@@ -44,6 +45,9 @@ type Routing struct {
 	Lanes []events.LaneImported
 	// Readme is the _README sentinel's text ("" when absent).
 	Readme string
+	// WrittenByHermes: the file is the export hermes writes from its log
+	// (after an import into the same home): there is nothing to import.
+	WrittenByHermes bool
 }
 
 // ReadRouting reads a sessions.json, interpreting its naive times in loc.
@@ -65,6 +69,12 @@ func ReadRouting(path string, loc *time.Location, rep *Report) (Routing, error) 
 		return Routing{}, fmt.Errorf("read %s: not a JSON object: %w", path, err)
 	}
 	var out Routing
+	if raw, ok := top["_README"]; ok {
+		_ = json.Unmarshal(raw, &out.Readme)
+		if out.Readme == sessions.SessionsJSONReadme {
+			return Routing{Readme: out.Readme, WrittenByHermes: true}, nil
+		}
+	}
 	keys := make([]string, 0, len(top))
 	for k := range top {
 		keys = append(keys, k)
@@ -73,9 +83,7 @@ func ReadRouting(path string, loc *time.Location, rep *Report) (Routing, error) 
 	for _, key := range keys {
 		raw := top[key]
 		if strings.HasPrefix(key, "_") {
-			if key == "_README" {
-				_ = json.Unmarshal(raw, &out.Readme)
-			} else {
+			if key != "_README" {
 				rep.Add(Info, "sessions.json "+key, "sentinel key not imported")
 			}
 			continue
@@ -324,7 +332,7 @@ func (r entryReader) origin() events.Source {
 		"is_bot": true, "guild_id": true, "parent_chat_id": true, "message_id": true, "role_authorized": true}
 	for name := range fields {
 		if !known[name] {
-			r.rep.Add(Skipped, r.where, "origin field %q has no place in SessionSource: not imported", printable(name))
+			r.rep.Add(Clamped, r.where, "origin field %q has no place in SessionSource: dropped", printable(name))
 		}
 	}
 	return src

@@ -48,6 +48,10 @@ func knownTable(name string) bool {
 	return false
 }
 
+// ErrHermesReadModel: the state.db is the read model hermes itself builds
+// (after an import into the same home, the Python file was moved aside).
+var ErrHermesReadModel = errors.New("state.db is hermes' own read model, not a Python Hermes database")
+
 // StateDB is a Hermes state.db opened read-only.
 type StateDB struct {
 	db            *sql.DB
@@ -85,6 +89,10 @@ func OpenStateDB(ctx context.Context, path string, rep *Report) (*StateDB, error
 func (s *StateDB) Close() error { return s.db.Close() }
 
 func (s *StateDB) inventory(ctx context.Context, rep *Report) error {
+	var owner string
+	if err := s.db.QueryRowContext(ctx, "SELECT value FROM state_meta WHERE key = 'hermes_projection'").Scan(&owner); err == nil {
+		return fmt.Errorf("%w (%s)", ErrHermesReadModel, owner)
+	}
 	var v sql.NullInt64
 	err := s.db.QueryRowContext(ctx, "SELECT version FROM schema_version LIMIT 1").Scan(&v)
 	switch {
