@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -364,7 +363,8 @@ func markNonFinite(data []byte) []byte {
 		}
 		for _, tok := range []string{"NaN", "Infinity", "-Infinity"} {
 			if bytes.HasPrefix(data[i:], []byte(tok)) {
-				out.WriteString(strconv.Quote(nonFinite + tok))
+				quoted, _ := json.Marshal(nonFinite + tok)
+				out.Write(quoted)
 				i += len(tok) - 1
 				c = 0
 				break

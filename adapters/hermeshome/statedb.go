@@ -10,6 +10,7 @@ import (
 	"iter"
 	"math"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,23 +62,59 @@ type StateDB struct {
 	messageCols   []string
 	messageExtra  int
 	hasActive     bool
-	sessionByName map[string]int
+	path          string
+	settled       os.FileInfo // the file as opened immutable, or nil
+}
+
+// Changed reports whether a state.db opened immutable was written to
+// while it was read (then the import read a moving file: run it again).
+func (s *StateDB) Changed() bool {
+	if s.settled == nil {
+		return false
+	}
+	st, err := os.Stat(s.path)
+	if err != nil {
+		return true
+	}
+	if _, err := os.Stat(s.path + "-wal"); err == nil {
+		return true
+	}
+	return st.Size() != s.settled.Size() || !st.ModTime().Equal(s.settled.ModTime())
 }
 
 // OpenStateDB opens path read-only (never creating it) and takes stock of
 // its schema: the version, the columns it has beyond v11 (kept in the log)
 // and the tables the import does not read (reported with their row
 // counts).
+//
+// A state.db with no -wal and no -shm beside it (Hermes closed it
+// cleanly) is opened immutable, so that reading it creates no file in the
+// Hermes home; [StateDB.Changed] then tells whether anything wrote to it
+// meanwhile. A state.db with a -wal is read through it (SQLite may then
+// update the -shm index, never the database or the WAL).
 func OpenStateDB(ctx context.Context, path string, rep *Report) (*StateDB, error) {
 	q := url.Values{}
 	q.Set("mode", "ro")
+	var settled os.FileInfo
+	_, errWAL := os.Stat(path + "-wal")
+	_, errSHM := os.Stat(path + "-shm")
+	if errors.Is(errWAL, os.ErrNotExist) && errors.Is(errSHM, os.ErrNotExist) {
+		st, err := os.Stat(path)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		settled = st
+		q.Set("immutable", "1")
+	} else {
+		rep.Add(Info, "state.db", "has a -wal or -shm file (not closed cleanly, or in use): read through it, read-only")
+	}
 	q.Add("_pragma", "busy_timeout(5000)")
 	q.Add("_pragma", "query_only(1)")
 	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String())
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	s := &StateDB{db: db}
+	s := &StateDB{db: db, path: path, settled: settled}
 	if err := s.inventory(ctx, rep); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("read %s: %w", path, err)

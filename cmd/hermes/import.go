@@ -205,6 +205,9 @@ func runImport(ctx context.Context, g *globalFlags, src string, o importOptions,
 		bar(1)
 	}
 	bar(-1)
+	if db != nil && db.Changed() {
+		return fmt.Errorf("import %s: state.db changed while it was read (is a Hermes CLI running?): what was read is in the log; run the import again when it is quiet", abs)
+	}
 	sum.lanesSkipped = rep.CountWhere(hermeshome.Skipped, "sessions.json ")
 	sum.sessionsSkipped = rep.CountWhere(hermeshome.Skipped, "state.db session ")
 
