@@ -55,15 +55,15 @@ var ErrHermesReadModel = errors.New("state.db is hermes' own read model, not a P
 
 // StateDB is a Hermes state.db opened read-only.
 type StateDB struct {
-	db            *sql.DB
-	Version       int
-	sessionCols   []string // present, in select order: known first, then extra
-	sessionExtra  int      // index in sessionCols where the extras start
-	messageCols   []string
-	messageExtra  int
-	hasActive     bool
-	path          string
-	settled       os.FileInfo // the file as opened immutable, or nil
+	db           *sql.DB
+	Version      int
+	sessionCols  []string // present, in select order: known first, then extra
+	sessionExtra int      // index in sessionCols where the extras start
+	messageCols  []string
+	messageExtra int
+	hasActive    bool
+	path         string
+	settled      os.FileInfo // the file as opened immutable, or nil
 }
 
 // Changed reports whether a state.db opened immutable was written to

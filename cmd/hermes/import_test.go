@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -468,4 +469,30 @@ func headOf(path string) uint64 {
 	defer store.Close()
 	head, _ := store.Head(context.Background())
 	return head
+}
+
+// BenchmarkImport measures `hermes import` on a generated state.db of
+// HERMES_BENCH_IMPORT_MESSAGES messages (100 a session, one lane each):
+//
+//	HERMES_BENCH_IMPORT_MESSAGES=1000000 go test -run '^$' -bench Import -benchtime=1x -timeout 60m ./cmd/hermes
+func BenchmarkImport(b *testing.B) {
+	n, _ := strconv.Atoi(os.Getenv("HERMES_BENCH_IMPORT_MESSAGES"))
+	if n <= 0 {
+		b.Skip("set HERMES_BENCH_IMPORT_MESSAGES")
+	}
+	src := b.TempDir()
+	start := time.Now()
+	writeBigHermesHome(b, src, n/100, 100)
+	b.Logf("generated %d messages in %s", n, time.Since(start).Round(time.Second))
+	b.ResetTimer()
+	for range b.N {
+		dst := b.TempDir()
+		cmd := exec.Command(binary, "import", src, "--home", dst)
+		cmd.Env = append(os.Environ(), "HERMES_TIMEZONE=UTC")
+		began := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("import: %v\n%s", err, out)
+		}
+		b.ReportMetric(float64(n)/time.Since(began).Seconds(), "msgs/s")
+	}
 }
