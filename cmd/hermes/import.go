@@ -108,7 +108,11 @@ func runImport(ctx context.Context, g *globalFlags, src string, o importOptions,
 		return fmt.Errorf("import %s: %w", abs, err)
 	}
 	sum.routingByHermes = routing.WrittenByHermes
-	counts := source.ReadRestartCounts(rep)
+	var counts map[string]int
+	if !routing.WrittenByHermes {
+		// Beside hermes' own sessions.json the counts file is hermes' too.
+		counts = source.ReadRestartCounts(rep)
+	}
 	sum.cleanShutdown = source.HasCleanShutdown()
 
 	var db *hermeshome.StateDB
@@ -211,8 +215,15 @@ func runImport(ctx context.Context, g *globalFlags, src string, o importOptions,
 	sum.lanesSkipped = rep.CountWhere(hermeshome.Skipped, "sessions.json ")
 	sum.sessionsSkipped = rep.CountWhere(hermeshome.Skipped, "state.db session ")
 
+	var aside []string
 	if sum.sameHome && sum.hasStateDB {
-		moved, err := moveAside(h.dir, []string{source.StateDB(), source.SessionsJSON(), source.RestartCounts()})
+		aside = append(aside, source.StateDB())
+	}
+	if sum.sameHome && !sum.routingByHermes {
+		aside = append(aside, source.SessionsJSON(), source.RestartCounts())
+	}
+	if len(aside) > 0 {
+		moved, err := moveAside(h.dir, aside)
 		if err != nil {
 			return fmt.Errorf("import committed, but moving the Python files aside failed (move state.db away before starting hermes serve): %w", err)
 		}
