@@ -367,6 +367,29 @@ func summarize(e events.Event) string {
 		return "ended: " + e.Reason
 	case events.TranscriptDeleted:
 		return "deleted: " + e.Reason
+	case events.LaneImported:
+		s := "imported from Hermes: session " + e.SessionID
+		if e.Suspended {
+			s += ", suspended"
+		}
+		if e.ResumePending {
+			s += ", resume pending (" + e.ResumeReason + ")"
+		}
+		if e.RestartFailureCount > 0 {
+			s += fmt.Sprintf(", %d interrupted restarts", e.RestartFailureCount)
+		}
+		return s
+	case events.SessionImported:
+		s := "imported from Hermes: session " + e.SessionID + " (" + e.Source
+		if e.Title != nil {
+			s += fmt.Sprintf(", title %q", *e.Title)
+		}
+		return s + ")"
+	case events.MessagesImported:
+		if len(e.Messages) == 0 {
+			return "imported from Hermes: no messages"
+		}
+		return fmt.Sprintf("imported from Hermes: %d messages (ids %d–%d)", len(e.Messages), e.Messages[0].ID, e.Messages[len(e.Messages)-1].ID)
 	default:
 		return ""
 	}

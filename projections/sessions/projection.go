@@ -265,6 +265,10 @@ func (p *Projection) applyLane(ctx context.Context, tx *sql.Tx, st *batchState, 
 	}
 	row.Version = env.Version
 	st.dirty[key] = true
+	if e, ok := env.Event.(events.LaneImported); ok {
+		// Hermes' .restart_failure_counts carries over as the lane's count.
+		return st.setFailures(ctx, tx, key, max(e.RestartFailureCount, 0))
+	}
 	if domain.ClearsRestartCount(env.Event) {
 		return st.setFailures(ctx, tx, key, 0)
 	}
