@@ -15,7 +15,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"hermes/adapters/eventstore/sqlite"
 	"hermes/adapters/whatsapp"
 	"hermes/api"
 	"hermes/commands"
@@ -80,7 +79,7 @@ type runtime struct {
 	log      *slog.Logger
 	now      func() time.Time
 	store    events.Store
-	raw      *sqlite.Store
+	raw      events.Store
 	lanes    *sessions.Projection
 	state    *transcripts.Projection
 	reader   *transcripts.Reader
@@ -164,7 +163,7 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 // open opens the store and the read models and catches them up.
 func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
 	var err error
-	rt.raw, err = sqlite.Open(rt.home.eventsDB(), sqlite.WithClock(rt.now))
+	rt.raw, err = openStoreForServe(ctx, storeSpec{url: rt.cfg.Store.URL}, rt.home, rt.now, rt.log)
 	if err != nil {
 		return err
 	}
