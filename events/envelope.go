@@ -10,6 +10,10 @@ type Metadata struct {
 	Command       string `json:"command,omitempty"`
 	CommandID     string `json:"command_id,omitempty"`
 	CorrelationID string `json:"correlation_id,omitempty"`
+	// Node is the hermes serve node that wrote the event, when several
+	// share one store (empty on a single node): crash recovery closes only
+	// the turns its own node opened.
+	Node string `json:"node,omitempty"`
 }
 
 // Proposed is an event offered to [Store.Append]: its id (derived from the

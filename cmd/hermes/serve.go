@@ -128,7 +128,13 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 
 	metrics := api.NewMetrics()
 	rt.store = metrics.InstrumentStore(rt.raw)
+	var node string
+	if s.cfg.Store.URL != "" {
+		// Several nodes may share this store: name this one.
+		node = nodeID(s.cfg)
+	}
 	rt.handler = commands.NewHandler(rt.store, writeSideConfig(s.cfg),
+		commands.WithNode(node),
 		commands.WithClock(rt.now),
 		commands.WithAliases(aliasDir(s.home.whatsappDir())),
 		commands.WithDirectory(rt.lanes))
@@ -246,7 +252,8 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 	}
 	defer stopBackground()
 	rt.server.SetReady(true)
-	rt.log.Info("hermes serving", "addr", ln.Addr().String(), "home", rt.home.dir, "pid", os.Getpid())
+	rt.log.Info("hermes serving", "addr", ln.Addr().String(), "home", rt.home.dir, "pid", os.Getpid(),
+		"store", storeSpec{url: rt.cfg.Store.URL}.String(), "node", rt.handler.Node())
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)

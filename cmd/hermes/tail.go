@@ -100,7 +100,7 @@ func runTail(ctx context.Context, g *globalFlags, key string, o tailOptions, out
 				if err := p.lane(env, env.Version >= o.fromVersion); err != nil {
 					return err
 				}
-			} else if env.Stream == events.GatewayStream {
+			} else if events.IsGatewayStream(env.Stream) {
 				if !untilTime.IsZero() && env.Event.OccurredAt().After(untilTime) {
 					return nil
 				}
@@ -133,7 +133,7 @@ func runTail(ctx context.Context, g *globalFlags, key string, o tailOptions, out
 			if err := p.lane(env, env.Version >= o.fromVersion); err != nil {
 				return err
 			}
-		} else if env.Stream == events.GatewayStream {
+		} else if events.IsGatewayStream(env.Stream) {
 			if err := p.gateway(env); err != nil {
 				return err
 			}
