@@ -17,7 +17,7 @@ import (
 // startEmulator starts an emulator for one test. The contract suite appends
 // two 1 MiB events at once, so the append limit is raised the way a
 // deployment raises KurrentDB's --max-append-size.
-func startEmulator(t *testing.T, opts ...emulator.Option) *emulator.Server {
+func startEmulator(t testing.TB, opts ...emulator.Option) *emulator.Server {
 	t.Helper()
 	srv, err := emulator.Start(append([]emulator.Option{emulator.WithMaxAppendSize(8 << 20)}, opts...)...)
 	if err != nil {
@@ -27,7 +27,7 @@ func startEmulator(t *testing.T, opts ...emulator.Option) *emulator.Server {
 	return srv
 }
 
-func open(t *testing.T, url string, opts ...kurrentdb.Option) *kurrentdb.Store {
+func open(t testing.TB, url string, opts ...kurrentdb.Option) *kurrentdb.Store {
 	t.Helper()
 	s, err := kurrentdb.Open(t.Context(), url, opts...)
 	if err != nil {
