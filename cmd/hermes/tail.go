@@ -18,7 +18,6 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
-	"hermes/adapters/eventstore/sqlite"
 	"hermes/api"
 	"hermes/domain"
 	"hermes/events"
@@ -60,7 +59,8 @@ func runTail(ctx context.Context, g *globalFlags, key string, o tailOptions, out
 	if err != nil {
 		return err
 	}
-	if err := h.requireStore(); err != nil {
+	spec, err := resolveStore(g, h)
+	if err != nil {
 		return err
 	}
 	untilVersion, untilTime, err := parseUntil(o.until)
@@ -70,7 +70,7 @@ func runTail(ctx context.Context, g *globalFlags, key string, o tailOptions, out
 	if o.follow && o.until != "" {
 		return usageError(errors.New("--follow and --until cannot be combined"))
 	}
-	store, err := sqlite.Open(h.eventsDB(), sqlite.WithReadOnly())
+	store, err := openStoreReadOnly(ctx, spec, h)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func runTail(ctx context.Context, g *globalFlags, key string, o tailOptions, out
 				if err := p.lane(env, env.Version >= o.fromVersion); err != nil {
 					return err
 				}
-			} else if env.Stream == events.GatewayStream {
+			} else if events.IsGatewayStream(env.Stream) {
 				if !untilTime.IsZero() && env.Event.OccurredAt().After(untilTime) {
 					return nil
 				}
@@ -133,7 +133,7 @@ func runTail(ctx context.Context, g *globalFlags, key string, o tailOptions, out
 			if err := p.lane(env, env.Version >= o.fromVersion); err != nil {
 				return err
 			}
-		} else if env.Stream == events.GatewayStream {
+		} else if events.IsGatewayStream(env.Stream) {
 			if err := p.gateway(env); err != nil {
 				return err
 			}

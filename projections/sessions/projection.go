@@ -208,7 +208,7 @@ func (p *Projection) Apply(ctx context.Context, batch []events.Envelope) error {
 			}
 			continue
 		}
-		if env.Stream == events.GatewayStream {
+		if events.IsGatewayStream(env.Stream) {
 			if err := p.applyGateway(ctx, tx, &st, env); err != nil {
 				return err
 			}
