@@ -136,7 +136,7 @@ func (s *Server) uiRoutes(rt routes) {
 }
 
 // searchLanes filters the lanes by q (a case-insensitive part of the key,
-// session id, display name, chat or user name), platform, chat_type and
+// current or previous session id, display name, chat or user name), platform, chat_type and
 // state, and answers a page of them sorted by activity. min_position waits
 // until the read model has applied that log position (a client following
 // the event stream asks for the lanes as of an event it saw).
@@ -234,7 +234,7 @@ func (f laneFilter) matches(row sessions.Row) bool {
 	if f.text == "" {
 		return true
 	}
-	for _, s := range []string{l.SessionKey, l.SessionID, l.DisplayName, l.Origin.ChatName, l.Origin.UserName} {
+	for _, s := range []string{l.SessionKey, l.SessionID, l.PreviousSessionID, l.DisplayName, l.Origin.ChatName, l.Origin.UserName} {
 		if strings.Contains(strings.ToLower(s), f.text) {
 			return true
 		}

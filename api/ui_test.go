@@ -287,6 +287,7 @@ func TestSearchLanes(t *testing.T) {
 		{"?chat_type=group", []string{st.others[0]}},
 		{"?q=ALICE", []string{st.key}},
 		{"?q=" + st.newSID, []string{st.key}},
+		{"?q=" + st.oldSID, []string{st.key}}, // the session it replaced
 		{"?q=4242&state=suspended", nil},
 		{"?limit=1&offset=3", []string{all.Lanes[3].SessionKey}},
 	} {

@@ -94,7 +94,7 @@ function stateBadges(e) {
   if (e.resume_pending) out.push(["resume pending", "warn"]);
   if (e.open_turn_id) out.push(["turn open", "info"]);
   if (e.was_auto_reset) out.push(["auto-reset: " + (e.auto_reset_reason || "?"), "bad"]);
-  else if (e.previous_session_id) out.push(["replaced " + e.previous_session_id, "ok"]);
+  if (e.previous_session_id) out.push(["replaced " + e.previous_session_id, "ok"]);
   if (e.active_processes > 0) out.push([e.active_processes + " processes", "info"]);
   return out.map(([t, c]) => el("span", { class: "badge " + c }, t));
 }
@@ -344,7 +344,8 @@ async function showTranscript(i) {
   if (lane.items[lane.index] !== it) return; // moved on meanwhile
   const shown = lane.txMessages.filter((m) => inclusive ? m.timestamp <= until : m.timestamp < until);
   const later = lane.txMessages.length - shown.length;
-  $("tx-sub").textContent = `Session ${sid}: ${shown.length} messages by then` + (later ? `, ${later} later.` : ".");
+  const n = (k, what) => `${k} ${what}${k === 1 ? "" : "s"}`;
+  $("tx-sub").textContent = `Session ${sid}: ${n(shown.length, "message")} by then` + (later ? `, ${later} later.` : ".");
   list.replaceChildren(...shown.map((m) => el("li", { class: "msg role-" + m.role + (m.active ? "" : " rewound") },
     el("div", { class: "msg-head" }, el("strong", {}, m.role), " ", el("time", {}, fromSeconds(m.timestamp)),
       m.active ? null : el("span", { class: "badge warn" }, "rewound")),
@@ -428,15 +429,22 @@ async function openSearch(q) {
   )));
 }
 
+// openSessionLane opens the lane that holds session sid now or held it just
+// before its current one, at the last version on that session.
 async function openSessionLane(sid) {
   try {
-    const e = await api("/v1/sessions?session_id=" + encodeURIComponent(sid));
+    const page = await api("/v1/lanes?limit=1&q=" + encodeURIComponent(sid));
+    const e = page.lanes.find((l) => l.session_id === sid || l.previous_session_id === sid);
+    if (!e) {
+      showError(new Error("no live lane holds session " + sid + " now or just before its current one"));
+      return;
+    }
     const tl = await fetchTimeline(e.session_key);
     let v = 0;
     for (const it of tl.items) if (it.entry.session_id === sid) v = it.version;
     location.hash = "#/lane/" + encodeURIComponent(e.session_key) + (v ? "?v=" + v : "");
   } catch (err) {
-    showError(err.status === 404 ? new Error("no live lane holds session " + sid + " any more") : err);
+    showError(err);
   }
 }
 
@@ -519,6 +527,7 @@ function init() {
       await api("/v1/lanes?limit=1");
     } catch (err) {
       sessionStorage.removeItem(TOKEN_KEY);
+      $("logout").hidden = true;
       const p = $("login-error");
       p.textContent = err instanceof Unauthorized ? "That token was refused." : String(err.message);
       p.hidden = false;
