@@ -5,13 +5,13 @@ PKGS     ?= ./...
 BIN      ?= bin/hermes
 
 .DEFAULT_GOAL := check
-.PHONY: check test test-race test-short fmt vet check-deps bench bench-quick build serve tidy
+.PHONY: check test test-race test-short fmt vet lint tidy-check check-deps bench bench-quick build serve tidy
 
-check: fmt vet check-deps test-race
+check: fmt vet tidy-check lint check-deps test-race
 
-# test is what CI and the README run: formatting, vet, the layer rules, then
-# every test with the race detector.
-test: fmt vet check-deps test-race
+# test is what CI and the README run: formatting, vet, a tidy go.mod,
+# staticcheck, the layer rules, then every test with the race detector.
+test: fmt vet tidy-check lint check-deps test-race
 
 test-race:
 	$(GO) test -race -count=1 $(PKGS)
@@ -25,6 +25,18 @@ fmt:
 
 vet:
 	$(GO) vet $(PKGS)
+
+# lint runs staticcheck at the version pinned by the tool directive of
+# go.mod (go.sum holds its checksums), so a fresh machine needs only the
+# module proxy. Change the version with
+# `go get -tool honnef.co/go/tools/cmd/staticcheck@vX.Y.Z`.
+lint:
+	$(GO) tool staticcheck $(PKGS)
+
+# tidy-check fails when go.mod or go.sum differ from what `go mod tidy`
+# would write (`make tidy` fixes them).
+tidy-check:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'make tidy'" >&2; exit 1; }
 
 # check-deps enforces the layer arrows of STYLE.md and the purity of
 # events/ and domain/ (no clock reads, randomness, I/O or logging).

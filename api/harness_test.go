@@ -50,6 +50,8 @@ type harnessOptions struct {
 	notReady bool
 	restart  func()
 	browser  api.BrowserPolicy // withBrowser, browser_test.go
+	// bodyReadTimeout is api.Deps.BodyReadTimeout.
+	bodyReadTimeout time.Duration
 }
 
 type option func(*harnessOptions)
@@ -57,6 +59,10 @@ type option func(*harnessOptions)
 func withToken(tok string) option { return func(o *harnessOptions) { o.token = tok } }
 func notReady() option            { return func(o *harnessOptions) { o.notReady = true } }
 func withRestart(f func()) option { return func(o *harnessOptions) { o.restart = f } }
+
+func withBodyReadTimeout(d time.Duration) option {
+	return func(o *harnessOptions) { o.bodyReadTimeout = d }
+}
 
 // newHarness starts a server; everything is released by t.Cleanup.
 func newHarness(t *testing.T, opts ...option) *harness {
@@ -111,6 +117,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		ResumeFreshness: time.Hour,
 		Restart:         o.restart,
 		Browser:         o.browser,
+		BodyReadTimeout: o.bodyReadTimeout,
 	})
 
 	runnerDone := make(chan error, 1)

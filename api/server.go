@@ -48,6 +48,10 @@ type Deps struct {
 	Context ContextSettings
 	// Browser limits what web pages can make a browser send (browser.go).
 	Browser BrowserPolicy
+
+	// BodyReadTimeout bounds the reading of a request body (0: the
+	// default); see guardBody.
+	BodyReadTimeout time.Duration
 }
 
 // Server is the HTTP API.
@@ -106,6 +110,7 @@ func (s *Server) Draining() bool { return s.draining.Load() }
 // Handler returns the router.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
+	r.Use(s.guardBody)
 	r.Use(routeOnEscapedPath)
 	r.Use(s.recoverer)
 	if s.Metrics != nil {

@@ -13,11 +13,10 @@ import (
 const laneKey = "agent:main:telegram:dm:99"
 
 var (
-	t0     = date(2026, 5, 9, 10, 0, 0, 0)
-	alice  = domain.SessionSource{Platform: "telegram", ChatID: "99", ChatType: "dm", UserID: "42", UserName: "Alice", ChatName: "Alice chat"}
-	rules  = domain.LaneRules{Policy: domain.ResetPolicy{Mode: domain.ResetIdle, IdleMinutes: 1440}, Location: time.UTC, ResumeFreshness: time.Hour}
-	daily  = domain.LaneRules{Policy: domain.DefaultResetPolicy(), Location: time.UTC, ResumeFreshness: time.Hour}
-	idNext = "20260510_100000_bbbbbbbb"
+	t0    = date(2026, 5, 9, 10, 0, 0, 0)
+	alice = domain.SessionSource{Platform: "telegram", ChatID: "99", ChatType: "dm", UserID: "42", UserName: "Alice", ChatName: "Alice chat"}
+	rules = domain.LaneRules{Policy: domain.ResetPolicy{Mode: domain.ResetIdle, IdleMinutes: 1440}, Location: time.UTC, ResumeFreshness: time.Hour}
+	daily = domain.LaneRules{Policy: domain.DefaultResetPolicy(), Location: time.UTC, ResumeFreshness: time.Hour}
 )
 
 func created(at time.Time) events.SessionCreated {

@@ -123,8 +123,9 @@ const (
 )
 
 // Store is the event-store port: an append-only log of streams with a global
-// order. The embedded SQLite store and the KurrentDB store implement it, and
-// both pass the contract suite in testfixtures/storetest.
+// order. The embedded SQLite store (adapters/eventstore/sqlite) implements
+// it and passes the contract suite in testfixtures/storetest; a KurrentDB
+// store is planned and must pass the same suite.
 type Store interface {
 	// Append writes events to the end of stream, atomically, if the stream's
 	// version satisfies expected. It returns only after the events are

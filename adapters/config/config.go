@@ -150,6 +150,9 @@ type API struct {
 	// AllowedOrigins is api.allowed_origins: web origins whose pages may
 	// call the API.
 	AllowedOrigins []string
+	// BodyReadTimeout is api.body_read_timeout_seconds: how long reading
+	// one request body may take.
+	BodyReadTimeout time.Duration
 }
 
 // Expiry is the expiry block: the background expiry watcher.
@@ -196,8 +199,9 @@ func Default() Config {
 			WriteSessionsJSON: true,
 		},
 		API: API{
-			Addr:         "127.0.0.1:8642",
-			MaxBodyBytes: 1 << 20,
+			Addr:            "127.0.0.1:8642",
+			MaxBodyBytes:    1 << 20,
+			BodyReadTimeout: 30 * time.Second,
 		},
 		Expiry:   Expiry{Interval: 300 * time.Second},
 		Recovery: Recovery{Recent: 120 * time.Second, StuckLoopThreshold: 3},

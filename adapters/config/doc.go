@@ -11,8 +11,9 @@
 // line per problem and exit with its usage code.
 //
 // The package reads files and the environment it is given; it does not
-// call os.Getenv, parse flags, start anything or hold state. It must not
-// import the domain: its only ports are those of commands, projections and
-// events (design/STYLE.md). The one exception, Config.Commands in
-// commands_config.go, is a stop-gap until that conversion moves to cmd.
+// call os.Getenv, parse flags, start anything or hold state. It imports no
+// other hermes package (STYLE.md lets an adapter import the ports of
+// commands, projections and events, never the domain): turning a Config
+// into the write side's commands.Config is cmd/hermes' job (writeSideConfig
+// in cmd/hermes/commands_config.go).
 package config

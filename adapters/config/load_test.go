@@ -80,7 +80,7 @@ func TestLoadDefaultsWithoutFile(t *testing.T) {
 		Sessions:               config.Sessions{AutoPrune: false, RetentionDays: 90, MinIntervalHours: 24, VacuumAfterPrune: true, WriteSessionsJSON: true},
 		Privacy:                config.Privacy{RedactPII: false},
 		Timezone:               "",
-		API:                    config.API{Addr: "127.0.0.1:8642", Token: "", MaxBodyBytes: 1048576},
+		API:                    config.API{Addr: "127.0.0.1:8642", Token: "", MaxBodyBytes: 1048576, BodyReadTimeout: 30 * time.Second},
 		Expiry:                 config.Expiry{Interval: 300 * time.Second},
 		Recovery:               config.Recovery{Recent: 120 * time.Second, StuckLoopThreshold: 3},
 		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
@@ -141,6 +141,7 @@ api:
   addr: "[::1]:9000"
   token: 0123456789abcdef
   max_body_bytes: 2048
+  body_read_timeout_seconds: 7.5
 expiry:
   interval_seconds: 60
 recovery:
@@ -170,7 +171,7 @@ profile: coder
 		Sessions:               config.Sessions{AutoPrune: true, RetentionDays: 30, MinIntervalHours: 0, VacuumAfterPrune: false, WriteSessionsJSON: false},
 		Privacy:                config.Privacy{RedactPII: true},
 		Timezone:               "Europe/Berlin",
-		API:                    config.API{Addr: "[::1]:9000", Token: "0123456789abcdef", MaxBodyBytes: 2048},
+		API:                    config.API{Addr: "[::1]:9000", Token: "0123456789abcdef", MaxBodyBytes: 2048, BodyReadTimeout: 7500 * time.Millisecond},
 		Expiry:                 config.Expiry{Interval: time.Minute},
 		Recovery:               config.Recovery{Recent: 0, StuckLoopThreshold: 5},
 		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
@@ -609,6 +610,11 @@ func TestLoadErrors(t *testing.T) {
 			name: "max_body_bytes out of range",
 			body: "api:\n  max_body_bytes: 100\n",
 			want: []config.Error{{Source: file, Line: 2, Path: "api.max_body_bytes", Reason: "100 is not between 1024 and 67108864"}},
+		},
+		{
+			name: "body_read_timeout_seconds out of range",
+			body: "api:\n  body_read_timeout_seconds: 0\n",
+			want: []config.Error{{Source: file, Line: 2, Path: "api.body_read_timeout_seconds", Reason: "0 is not between 1 and 3600"}},
 		},
 		{
 			name: "negative drain timeout",

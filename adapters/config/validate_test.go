@@ -169,7 +169,8 @@ func TestDescribe(t *testing.T) {
 		"agent.gateway_auto_continue_freshness", "agent.restart_drain_timeout",
 		"sessions.auto_prune", "sessions.retention_days", "sessions.min_interval_hours",
 		"sessions.vacuum_after_prune", "sessions.write_sessions_json", "privacy.redact_pii", "timezone",
-		"api.addr", "api.token", "api.max_body_bytes", "api.allowed_hosts", "api.allowed_origins", "expiry.interval_seconds", "recovery.recent_seconds",
+		"api.addr", "api.token", "api.max_body_bytes", "api.allowed_hosts", "api.allowed_origins", "api.body_read_timeout_seconds",
+		"expiry.interval_seconds", "recovery.recent_seconds",
 		"multiplex_profiles", "profile", "gateway.session_reset",
 	} {
 		if !seenKey[k] {

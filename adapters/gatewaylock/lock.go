@@ -65,17 +65,34 @@ func Acquire(path string, holder Holder) (*Lock, error) {
 		f.Close()
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	if err := f.Truncate(0); err == nil {
-		_, err = f.WriteAt(append(data, '\n'), 0)
-		if err == nil {
-			err = f.Sync()
-		}
-	}
-	if err != nil {
+	if err := writeRecord(recordOf(f), append(data, '\n')); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("write lock record %s: %w", path, err)
 	}
 	return &Lock{f: f, path: path}, nil
+}
+
+// recordFile is what writing the PID record needs of the lock file.
+type recordFile interface {
+	Truncate(size int64) error
+	WriteAt(b []byte, off int64) (int, error)
+	Sync() error
+}
+
+// recordOf is the lock file as the PID record is written to it; tests
+// substitute a file whose writes fail.
+var recordOf = func(f *os.File) recordFile { return f }
+
+// writeRecord replaces the content of f with data, durably. Any failure is
+// returned: a lock whose record is lost cannot say who holds the home.
+func writeRecord(f recordFile, data []byte) error {
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		return err
+	}
+	return f.Sync()
 }
 
 // Release drops the lock. The file stays (removing it would race with a

@@ -144,6 +144,7 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 		Clock:           clock,
 		Token:           s.cfg.API.Token,
 		MaxBodyBytes:    s.cfg.API.MaxBodyBytes,
+		BodyReadTimeout: s.cfg.API.BodyReadTimeout,
 		Log:             log,
 		Metrics:         metrics,
 		ResumeFreshness: s.cfg.Agent.GatewayAutoContinueFreshness,

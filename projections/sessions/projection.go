@@ -3,7 +3,6 @@ package sessions
 import (
 	"context"
 	"database/sql"
-	_ "embed"
 	"errors"
 	"fmt"
 	"maps"
@@ -27,9 +26,6 @@ import (
 // meaning changes and the read model rebuilds from position 0.
 // v2: a stop drops the restart counts of the lanes it did not cut.
 const Name = "sessions.v2"
-
-//go:embed schema.sql
-var schemaSQL string
 
 // Exports are the compatibility files written after applied batches; an
 // empty path disables that file.
@@ -88,7 +84,7 @@ func Open(path string, exports Exports) (*Projection, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open sessions read model %s: %w", path, err)
 	}
-	if _, err := db.Exec(schemaSQL); err != nil {
+	if err := migrateSchema(context.Background(), db, migrations); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open sessions read model %s: %w", path, err)
 	}

@@ -3,7 +3,6 @@ package transcripts
 import (
 	"context"
 	"database/sql"
-	_ "embed"
 	"errors"
 	"fmt"
 	"net/url"
@@ -42,9 +41,6 @@ const (
 	busyTimeout = 5 * time.Second
 	maxReaders  = 4
 )
-
-//go:embed schema.sql
-var schemaSQL string
 
 // Errors of this package.
 var (
@@ -168,10 +164,12 @@ func (p *Projection) openWriter() error {
 	return nil
 }
 
-// init switches the file to WAL and makes sure it holds this projection's
-// schema under this projection's name, rebuilding it otherwise, in one
-// transaction so that a crash leaves the old file or the new one.
-func (p *Projection) init(ctx context.Context) (err error) {
+// init switches the file to WAL, empties a file written under another
+// projection name, brings the schema to the last migration, then records
+// this projection's name. Each step is its own transaction: a crash leaves
+// an empty file, or a migrated file without a name (rebuilt on the next
+// open), never a file mistaken for Python Hermes' own.
+func (p *Projection) init(ctx context.Context) error {
 	var mode string
 	if err := p.conn.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
 		return fmt.Errorf("set journal mode: %w", err)
@@ -179,6 +177,23 @@ func (p *Projection) init(ctx context.Context) (err error) {
 	if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("set journal mode: got %q, want wal", mode)
 	}
+	if err := p.rebuildIfRenamed(ctx); err != nil {
+		return err
+	}
+	if err := migrateSchema(ctx, p.conn, migrations); err != nil {
+		return err
+	}
+	if _, err := p.conn.ExecContext(ctx,
+		"INSERT INTO state_meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+		metaProjection, p.name); err != nil {
+		return fmt.Errorf("record projection name: %w", err)
+	}
+	return nil
+}
+
+// rebuildIfRenamed refuses a file hermes did not write and empties one
+// written under another projection name (its schema version with it).
+func (p *Projection) rebuildIfRenamed(ctx context.Context) (err error) {
 	if _, err := p.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("init schema: %w", err)
 	}
@@ -193,24 +208,21 @@ func (p *Projection) init(ctx context.Context) (err error) {
 		return fmt.Errorf("init schema: %w", err)
 	}
 	if objects > 0 && stored == "" {
-		return ErrForeignDatabase
+		migrated, err := hasMigrations(ctx, p.conn)
+		if err != nil {
+			return fmt.Errorf("init schema: %w", err)
+		}
+		if !migrated {
+			return ErrForeignDatabase
+		}
 	}
 	if objects > 0 && stored != p.name {
 		if err := dropAll(ctx, p.conn); err != nil {
 			return fmt.Errorf("rebuild for %s (was %q): %w", p.name, stored, err)
 		}
-	}
-	if _, err := p.conn.ExecContext(ctx, schemaSQL); err != nil {
-		return fmt.Errorf("create schema: %w", err)
-	}
-	if _, err := p.conn.ExecContext(ctx,
-		"INSERT INTO schema_version (version) SELECT ? WHERE NOT EXISTS (SELECT 1 FROM schema_version)", SchemaVersion); err != nil {
-		return fmt.Errorf("create schema: %w", err)
-	}
-	if _, err := p.conn.ExecContext(ctx,
-		"INSERT INTO state_meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-		metaProjection, p.name); err != nil {
-		return fmt.Errorf("create schema: %w", err)
+		if _, err := p.conn.ExecContext(ctx, "PRAGMA user_version = 0"); err != nil {
+			return fmt.Errorf("rebuild for %s (was %q): %w", p.name, stored, err)
+		}
 	}
 	if _, err := p.conn.ExecContext(ctx, "COMMIT"); err != nil {
 		return fmt.Errorf("init schema: %w", err)

@@ -1,6 +1,7 @@
 // Package storetest is the contract suite of the event-store port: the
 // behaviour every [events.Store] must have, written once and run by each
-// store's own tests (the embedded SQLite store, the KurrentDB store).
+// store's own tests: today the embedded SQLite store's; the planned KurrentDB
+// store will run it as well.
 //
 // It checks only what the port promises: ordering, versions, optimistic
 // concurrency, idempotent appends, reads, and catch-up subscriptions. A

@@ -20,6 +20,11 @@
 // if the cache were wrong. Subscriptions poll, so they also see appends made
 // elsewhere.
 //
+// The schema moves by numbered, forward-only migrations (migrations.go),
+// applied by the writer at open, each in its own transaction; a log written
+// by the first schema is kept in testdata/schema-1 and must keep opening
+// and replaying to the same state.
+//
 // This package must not assign positions outside the write transaction, must
 // not hold a read transaction open while waiting for a consumer (it would pin
 // the WAL), must not let a subscriber's pace reach the writer, and must not

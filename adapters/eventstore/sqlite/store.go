@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	_ "embed"
 	"errors"
 	"fmt"
 	"net/url"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"hermes/events"
+	"hermes/projections/migrate"
 
 	sqlitedriver "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -29,6 +29,9 @@ var (
 	// ErrNewerSchema: the file was written by a newer hermes whose schema
 	// this build does not know; opening it could misread or damage it.
 	ErrNewerSchema = errors.New("event store schema is newer than this build")
+	// ErrOlderSchema: a read-only open found a file whose schema this build
+	// would migrate; open it for writing once (hermes serve) first.
+	ErrOlderSchema = errors.New("event store schema is older than this build and a read-only open cannot migrate it")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("event store closed")
 	// ErrReadOnly: the store was opened with [WithReadOnly] and cannot append.
@@ -43,22 +46,19 @@ const MaxEventSize = 4 << 20
 const (
 	// applicationID is "hrms": the file header mark of a hermes event store.
 	applicationID = 0x68726d73
-	// schemaVersion is the PRAGMA user_version written with schema.sql.
-	schemaVersion = 1
 
 	defaultBusyTimeout  = 5 * time.Second
 	defaultPollInterval = 100 * time.Millisecond
 	maxReaders          = 8
 )
 
-//go:embed schema.sql
-var schemaSQL string
-
 type config struct {
 	readOnly     bool
 	clock        func() time.Time
 	pollInterval time.Duration
 	busyTimeout  time.Duration
+	// migrations are the schema steps (tests add some of their own).
+	migrations []migrate.Step
 }
 
 // Option configures [Open].
@@ -120,6 +120,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		clock:        time.Now,
 		pollInterval: defaultPollInterval,
 		busyTimeout:  defaultBusyTimeout,
+		migrations:   migrations,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -183,7 +184,12 @@ func (s *Store) openReaders() error {
 	db.SetMaxOpenConns(maxReaders)
 	db.SetMaxIdleConns(maxReaders)
 	if s.cfg.readOnly {
-		if err := checkSchema(context.Background(), db, false); err != nil {
+		latest := len(s.cfg.migrations)
+		v, err := checkSchema(context.Background(), db, false, latest)
+		if err == nil && v < latest {
+			err = fmt.Errorf("%w: file schema %d, this build knows %d", ErrOlderSchema, v, latest)
+		}
+		if err != nil {
 			return errors.Join(err, db.Close())
 		}
 	}
@@ -218,10 +224,11 @@ type queryer interface {
 }
 
 // checkSchema tells whether the file is a hermes event store of a schema
-// this build can use. An empty file (no schema objects, no application id)
-// is fresh: errFresh lets the writer initialise it, and is ErrNotEventStore
-// for a reader.
-func checkSchema(ctx context.Context, q queryer, allowFresh bool) error {
+// this build can use (1 to latest: an older one is migrated by the writer)
+// and returns its version. An empty file (no schema objects, no
+// application id) is fresh: errFresh lets the writer initialise it, and is
+// ErrNotEventStore for a reader.
+func checkSchema(ctx context.Context, q queryer, allowFresh bool, latest int) (int, error) {
 	var appID, userVersion, objects int64
 	err := q.QueryRowContext(ctx, "PRAGMA application_id").Scan(&appID)
 	if err == nil {
@@ -232,19 +239,19 @@ func checkSchema(ctx context.Context, q queryer, allowFresh bool) error {
 	}
 	switch {
 	case isCode(err, sqlite3.SQLITE_NOTADB):
-		return fmt.Errorf("%w: %w", ErrNotEventStore, err)
+		return 0, fmt.Errorf("%w: %w", ErrNotEventStore, err)
 	case err != nil:
-		return fmt.Errorf("read schema: %w", err)
-	case appID == applicationID && userVersion == schemaVersion:
-		return nil
-	case appID == applicationID && userVersion > schemaVersion:
-		return fmt.Errorf("%w: file schema %d, this build knows %d", ErrNewerSchema, userVersion, schemaVersion)
+		return 0, fmt.Errorf("read schema: %w", err)
+	case appID == applicationID && userVersion >= 1 && userVersion <= int64(latest):
+		return int(userVersion), nil
+	case appID == applicationID && userVersion > int64(latest):
+		return 0, fmt.Errorf("%w: file schema %d, this build knows %d", ErrNewerSchema, userVersion, latest)
 	case appID == 0 && objects == 0 && allowFresh:
-		return errFresh
+		return 0, errFresh
 	case appID == 0 && objects == 0:
-		return fmt.Errorf("%w: the file was never initialised", ErrNotEventStore)
+		return 0, fmt.Errorf("%w: the file was never initialised", ErrNotEventStore)
 	default:
-		return fmt.Errorf("%w: application id %#x, schema %d", ErrNotEventStore, appID, userVersion)
+		return 0, fmt.Errorf("%w: application id %#x, schema %d", ErrNotEventStore, appID, userVersion)
 	}
 }
 

@@ -135,7 +135,7 @@ func TestOpenRefusesOtherFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	db = rawDB(t, newer)
-	if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version = %d", schemaVersion+1)); err != nil {
+	if _, err := db.Exec(fmt.Sprintf("PRAGMA user_version = %d", len(migrations)+1)); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

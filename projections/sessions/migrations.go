@@ -1,0 +1,43 @@
+package sessions
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"errors"
+
+	"hermes/projections/migrate"
+)
+
+// migrationsTable records the migrations applied to lanes.db.
+const migrationsTable = "schema_migrations"
+
+//go:embed schema.sql
+var schemaSQL string
+
+// migrations are the schema steps of lanes.db, forward only: a released
+// step is never edited, a change is a new step. A change of what the rows
+// mean is a bump of [Name] instead (the file is rebuilt from position 0).
+var migrations = []migrate.Step{
+	{Version: 1, Name: "lanes, restart_failures and meta", Up: migrate.SQL(schemaSQL)},
+}
+
+// migrateSchema brings the file of db to the last step. A lanes.db written
+// before migrations (user_version 0, with a lanes table) is at version 1.
+func migrateSchema(ctx context.Context, db *sql.DB, steps []migrate.Step) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	_, _, err = migrate.Run(ctx, conn, migrate.Plan{Table: migrationsTable, Steps: steps, Legacy: legacyVersion})
+	return errors.Join(err, conn.Close())
+}
+
+func legacyVersion(ctx context.Context, tx migrate.Tx) (int, error) {
+	var n int
+	err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'lanes'").Scan(&n)
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	return 1, nil
+}

@@ -1,0 +1,485 @@
+package transcripts
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"hermes/events"
+)
+
+// Hermes' end_reason strings for the sessions a lane leaves behind.
+const (
+	EndSessionReset  = "session_reset"
+	EndSessionSwitch = "session_switch"
+)
+
+// sourceUnknown is the source Hermes gives a session row it had to create
+// without knowing where the session came from.
+const sourceUnknown = "unknown"
+
+// stateEvents is the one list of the events that change state.db, by
+// persisted type, each with its handler: Apply skips every other event
+// (touches, turns, queue, notices, gateway events), which only moves the
+// checkpoint, and applies these in order. A handler is called after the
+// envelope passed the stream-version guard.
+var stateEvents = map[string]stateHandler{
+	events.TypeMessageAppended: {gathered: true, apply: func(a *applier, _ string, e events.Event) error {
+		return a.messageAppended(e.(events.MessageAppended))
+	}},
+	events.TypeSessionCreated: {apply: func(a *applier, stream string, e events.Event) error {
+		return a.sessionCreated(stream, e.(events.SessionCreated))
+	}},
+	events.TypeSessionAutoReset: {apply: func(a *applier, stream string, e events.Event) error {
+		return a.sessionAutoReset(stream, e.(events.SessionAutoReset))
+	}},
+	events.TypeSessionReset: {apply: func(a *applier, stream string, e events.Event) error {
+		return a.sessionReset(stream, e.(events.SessionReset))
+	}},
+	events.TypeSessionSwitched: {apply: func(a *applier, stream string, e events.Event) error {
+		return a.sessionSwitched(stream, e.(events.SessionSwitched))
+	}},
+	events.TypeTranscriptRewritten: {apply: func(a *applier, _ string, e events.Event) error {
+		return a.transcriptRewritten(e.(events.TranscriptRewritten))
+	}},
+	events.TypeTurnsRewound: {apply: func(a *applier, _ string, e events.Event) error {
+		return a.turnsRewound(e.(events.TurnsRewound))
+	}},
+	events.TypeTitleSet: {apply: func(a *applier, _ string, e events.Event) error {
+		return a.titleSet(e.(events.TitleSet))
+	}},
+	events.TypeSessionMetadataUpdated: {apply: func(a *applier, _ string, e events.Event) error {
+		return a.metadataUpdated(e.(events.SessionMetadataUpdated))
+	}},
+	events.TypeTranscriptCleared: {apply: func(a *applier, _ string, e events.Event) error {
+		return a.transcriptCleared(e.(events.TranscriptCleared))
+	}},
+	events.TypeTranscriptDeleted: {apply: func(a *applier, _ string, e events.Event) error {
+		return a.transcriptDeleted(e.(events.TranscriptDeleted))
+	}},
+	events.TypeTranscriptEnded: {apply: func(a *applier, _ string, e events.Event) error {
+		ended := e.(events.TranscriptEnded)
+		return a.end(ended.SessionID, ended.Reason, ended.At)
+	}},
+	events.TypeTranscriptReopened: {apply: func(a *applier, _ string, e events.Event) error {
+		return a.exec(a.s.reopenSession, e.(events.TranscriptReopened).SessionID)
+	}},
+}
+
+// stateHandler applies one event type to state.db.
+type stateHandler struct {
+	// gathered: the event waits in the batch for the next flush (see
+	// flush); every other event first flushes, so that it sees the
+	// messages appended before it.
+	gathered bool
+	apply    func(a *applier, stream string, e events.Event) error
+}
+
+// stateHandlerOf returns the handler of e, and false when state.db does
+// not change with e.
+func stateHandlerOf(e events.Event) (stateHandler, bool) {
+	if e == nil {
+		return stateHandler{}, false
+	}
+	h, ok := stateEvents[e.EventType()]
+	return h, ok
+}
+
+func (a *applier) apply(env events.Envelope, h stateHandler) error {
+	a.env = env
+	if !h.gathered {
+		if err := a.flush(); err != nil {
+			return err
+		}
+	}
+	return h.apply(a, env.Stream, env.Event)
+}
+
+// origin is a lane's platform and user, as its events name them.
+type origin struct {
+	platform string
+	userID   any // string or nil
+}
+
+func originOf(platform string, src events.Source) origin {
+	if platform == "" {
+		platform = src.Platform
+	}
+	if platform == "" {
+		platform = sourceUnknown
+	}
+	return origin{platform: platform, userID: nullIfEmpty(src.UserID)}
+}
+
+func (a *applier) sessionCreated(stream string, e events.SessionCreated) error {
+	o := originOf(e.Platform, e.Origin)
+	if e.PreviousSessionID != "" {
+		if err := a.end(e.PreviousSessionID, EndSessionReset, e.At); err != nil {
+			return err
+		}
+	}
+	if err := a.createSession(e.SessionID, o, e.At); err != nil {
+		return err
+	}
+	return a.setOrigin(stream, o)
+}
+
+func (a *applier) sessionAutoReset(stream string, e events.SessionAutoReset) error {
+	o := originOf(e.Platform, e.Origin)
+	if err := a.end(e.PreviousSessionID, EndSessionReset, e.At); err != nil {
+		return err
+	}
+	if err := a.createSession(e.SessionID, o, e.At); err != nil {
+		return err
+	}
+	return a.setOrigin(stream, o)
+}
+
+func (a *applier) sessionReset(stream string, e events.SessionReset) error {
+	o, err := a.laneOrigin(stream, e.PreviousSessionID)
+	if err != nil {
+		return err
+	}
+	if err := a.end(e.PreviousSessionID, EndSessionReset, e.At); err != nil {
+		return err
+	}
+	return a.createSession(e.SessionID, o, e.At)
+}
+
+func (a *applier) sessionSwitched(stream string, e events.SessionSwitched) error {
+	if err := a.end(e.PreviousSessionID, EndSessionSwitch, e.At); err != nil {
+		return err
+	}
+	res, err := a.s.reopenSession.ExecContext(a.ctx, e.SessionID)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return err
+	}
+	o, err := a.laneOrigin(stream, e.PreviousSessionID)
+	if err != nil {
+		return err
+	}
+	return a.createSession(e.SessionID, o, e.At)
+}
+
+// laneOrigin is the origin recorded for the lane of stream, else the
+// source of the session the lane had (fallback), else unknown.
+func (a *applier) laneOrigin(stream, fallback string) (origin, error) {
+	if key, ok := events.SessionKeyOf(stream); ok {
+		var platform, userID sql.NullString
+		err := a.s.getOrigin.QueryRowContext(a.ctx, key).Scan(&platform, &userID)
+		if err == nil {
+			return origin{platform: platform.String, userID: nullString(userID)}, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return origin{}, fmt.Errorf("read lane origin: %w", err)
+		}
+	}
+	if fallback != "" {
+		var source string
+		var userID sql.NullString
+		err := a.s.sessionSource.QueryRowContext(a.ctx, fallback).Scan(&source, &userID)
+		if err == nil {
+			return origin{platform: source, userID: nullString(userID)}, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return origin{}, fmt.Errorf("read session source: %w", err)
+		}
+	}
+	return origin{platform: sourceUnknown}, nil
+}
+
+func (a *applier) setOrigin(stream string, o origin) error {
+	key, ok := events.SessionKeyOf(stream)
+	if !ok {
+		return nil
+	}
+	return a.exec(a.s.setOrigin, key, o.platform, o.userID)
+}
+
+// createSession is Hermes' create_session: INSERT OR IGNORE, so the first
+// write of a row wins.
+func (a *applier) createSession(id string, o origin, at time.Time) error {
+	if id == "" {
+		return nil
+	}
+	a.known[id] = true
+	return a.exec(a.s.createSession, id, o.platform, o.userID, unixSeconds(at))
+}
+
+// ensureSession creates the row of a session a transcript event names
+// before any lane event did, as Hermes does (source "unknown").
+func (a *applier) ensureSession(id string, at time.Time) error {
+	if a.known[id] {
+		return nil
+	}
+	a.known[id] = true
+	return a.exec(a.s.ensureSession, id, unixSeconds(at))
+}
+
+// end is Hermes' end_session: only a session still open is ended, so the
+// first reason wins.
+func (a *applier) end(id, reason string, at time.Time) error {
+	if id == "" {
+		return nil
+	}
+	return a.exec(a.s.endSession, unixSeconds(at), nullIfEmpty(reason), id)
+}
+
+func (a *applier) insertMessage(sessionID string, m events.Message, ts float64) (int64, error) {
+	res, err := a.s.insertMessage.ExecContext(a.ctx, messageArgs(sessionID, m, ts)...)
+	if err != nil {
+		return 0, fmt.Errorf("insert message: %w", err)
+	}
+	return res.LastInsertId()
+}
+
+// messageArgs are the values of messageColumnsInsert for one message, as
+// Hermes' append_message stores them.
+func messageArgs(sessionID string, m events.Message, ts float64) []any {
+	var tokens any
+	if m.TokenCount != nil {
+		tokens = *m.TokenCount
+	}
+	return []any{sessionID, m.Role, storedContent(m.Content), nullIfEmpty(m.ToolCallID),
+		storedJSON(m.ToolCalls), nullIfEmpty(m.ToolName), ts, tokens, nullIfEmpty(m.FinishReason),
+		nullPtr(m.Reasoning), nullPtr(m.ReasoningContent), storedJSON(m.ReasoningDetails),
+		storedJSON(m.CodexReasoningItems), storedJSON(m.CodexMessageItems)}
+}
+
+// messageAppended is Hermes' append_message. The row is inserted later,
+// with the other messages appended next to it in the batch (see flush);
+// its session row is made sure of now, in event order.
+func (a *applier) messageAppended(e events.MessageAppended) error {
+	if err := a.ensureSession(e.SessionID, e.At); err != nil {
+		return err
+	}
+	a.pending = append(a.pending, pendingMessage{position: a.env.Position, sessionID: e.SessionID, msg: e.Message, ts: unixSeconds(e.At)})
+	if len(a.pending) >= maxPending {
+		return a.flush()
+	}
+	return nil
+}
+
+// maxPending bounds the messages gathered for one flush, and maxChunk the
+// rows of one INSERT (14 parameters a row, below SQLite's 32766).
+const (
+	maxPending = 4096
+	maxChunk   = 1024
+)
+
+// chunkSize is the size of the next INSERT for n rows: the largest power
+// of two up to maxChunk, so that a few cached statements cover any count.
+func chunkSize(n int) int {
+	c := maxChunk
+	for c > n {
+		c /= 2
+	}
+	return c
+}
+
+// flush inserts the pending messages with multi-row INSERTs, maps their
+// positions to their row ids, and adds them to their sessions' counters.
+//
+// Why gather them: SQLite opens a statement savepoint for a statement that
+// fires triggers, and FTS5 writes its pending index data out as a new
+// segment at every savepoint. One INSERT per message would write two tiny
+// FTS segments per message (and merge them later); one INSERT per few
+// hundred messages writes one. Row ids stay what one-by-one inserts would
+// give: AUTOINCREMENT numbers the rows of one statement in order.
+func (a *applier) flush() error {
+	if len(a.pending) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(a.pending))
+	for start, size := 0, 0; start < len(a.pending); start += size {
+		size = chunkSize(len(a.pending) - start)
+		chunk := a.pending[start : start+size]
+		st, err := a.s.multiInsert(a.ctx, "messages", len(chunk))
+		if err != nil {
+			return err
+		}
+		args := make([]any, 0, len(chunk)*messageInsertArgs)
+		for _, m := range chunk {
+			args = append(args, messageArgs(m.sessionID, m.msg, m.ts)...)
+		}
+		res, err := st.ExecContext(a.ctx, args...)
+		if err != nil {
+			return fmt.Errorf("insert messages: %w", err)
+		}
+		last, err := res.LastInsertId()
+		if err != nil {
+			return fmt.Errorf("insert messages: %w", err)
+		}
+		for i := range chunk {
+			ids[start+i] = last - int64(len(chunk)-1-i)
+		}
+	}
+	for start, size := 0, 0; start < len(a.pending); start += size {
+		size = chunkSize(len(a.pending) - start)
+		chunk := a.pending[start : start+size]
+		st, err := a.s.multiInsert(a.ctx, "hermes_message_events", len(chunk))
+		if err != nil {
+			return err
+		}
+		args := make([]any, 0, len(chunk)*4)
+		for i, m := range chunk {
+			args = append(args, int64(m.position), m.sessionID, ids[start+i], 1)
+		}
+		if _, err := st.ExecContext(a.ctx, args...); err != nil {
+			return fmt.Errorf("insert message events: %w", err)
+		}
+	}
+	type counts struct{ messages, toolCalls int64 }
+	bySession := map[string]*counts{}
+	var order []string
+	for _, m := range a.pending {
+		c, ok := bySession[m.sessionID]
+		if !ok {
+			c = &counts{}
+			bySession[m.sessionID] = c
+			order = append(order, m.sessionID)
+		}
+		c.messages++
+		c.toolCalls += toolCallCount(m.msg.ToolCalls)
+	}
+	for _, id := range order {
+		c := bySession[id]
+		if err := a.exec(a.s.addCounts, c.messages, c.toolCalls, id); err != nil {
+			return err
+		}
+	}
+	a.pending = a.pending[:0]
+	return nil
+}
+
+// transcriptRewritten is Hermes' replace_messages: every row goes, the new
+// ones get timestamps At + i·1µs, and both counters are recomputed.
+func (a *applier) transcriptRewritten(e events.TranscriptRewritten) error {
+	if err := a.ensureSession(e.SessionID, e.At); err != nil {
+		return err
+	}
+	if err := a.exec(a.s.deleteMessages, e.SessionID); err != nil {
+		return err
+	}
+	base := unixSeconds(e.At)
+	var first any
+	var toolCalls int64
+	for i, m := range e.Messages {
+		id, err := a.insertMessage(e.SessionID, m, base+float64(i)*1e-6)
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			first = id
+		}
+		toolCalls += toolCallCount(m.ToolCalls)
+	}
+	if err := a.exec(a.s.setCounts, len(e.Messages), toolCalls, e.SessionID); err != nil {
+		return err
+	}
+	return a.exec(a.s.insertMessageEvent, int64(a.env.Position), e.SessionID, first, len(e.Messages))
+}
+
+// turnsRewound is Hermes' rewind_to_message: rows from the target on are
+// hidden, and rewind_count counts the rewind even when no row changed.
+func (a *applier) turnsRewound(e events.TurnsRewound) error {
+	if err := a.exec(a.s.rewindMessages, e.SessionID, e.TargetMessageID); err != nil {
+		return err
+	}
+	return a.exec(a.s.countRewind, e.SessionID)
+}
+
+// titleSet stores the title, or NULL when it is empty or (a race the
+// command layer lost) another session already holds it: the unique index
+// must never fail a batch, and NULL is the same answer on every replay.
+func (a *applier) titleSet(e events.TitleSet) error {
+	title := nullIfEmpty(e.Title)
+	if title != nil {
+		var owner string
+		err := a.s.titleOwner.QueryRowContext(a.ctx, e.Title, e.SessionID).Scan(&owner)
+		switch {
+		case err == nil:
+			title = nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("read title owner: %w", err)
+		}
+	}
+	return a.exec(a.s.setTitle, title, e.SessionID)
+}
+
+// metadataUpdated is Hermes' update_token_counts plus the prompt, config
+// and lineage updates: model and billing_* are set only while NULL,
+// cost_status/cost_source/pricing_version, model_config, system_prompt and
+// parent_session_id are overwritten when reported, counts and costs add up.
+// A parent that does not exist is stored as NULL (the foreign key would
+// otherwise fail the batch).
+func (a *applier) metadataUpdated(e events.SessionMetadataUpdated) error {
+	if err := a.ensureSession(e.SessionID, e.At); err != nil {
+		return err
+	}
+	setParent := e.ParentSessionID != nil
+	var parent any
+	if setParent && *e.ParentSessionID != "" {
+		var n int
+		if err := a.s.sessionExists.QueryRowContext(a.ctx, *e.ParentSessionID).Scan(&n); err != nil {
+			return fmt.Errorf("read parent session: %w", err)
+		}
+		if n > 0 {
+			parent = *e.ParentSessionID
+		}
+	}
+	return a.exec(a.s.updateMetadata,
+		nullPtr(e.Model), nullPtr(e.BillingProvider), nullPtr(e.BillingBaseURL), nullPtr(e.BillingMode),
+		nullPtr(e.CostStatus), nullPtr(e.CostSource), nullPtr(e.PricingVersion),
+		nullPtr(e.ModelConfig), nullPtr(e.SystemPrompt),
+		setParent, parent,
+		e.InputTokens, e.OutputTokens, e.CacheReadTokens, e.CacheWriteTokens, e.ReasoningTokens, e.APICallCount,
+		nullPtr(e.EstimatedCostUSD), nullPtr(e.EstimatedCostUSD),
+		nullPtr(e.ActualCostUSD), nullPtr(e.ActualCostUSD),
+		e.SessionID)
+}
+
+func (a *applier) transcriptCleared(e events.TranscriptCleared) error {
+	if err := a.exec(a.s.deleteMessages, e.SessionID); err != nil {
+		return err
+	}
+	return a.exec(a.s.setCounts, 0, 0, e.SessionID)
+}
+
+// transcriptDeleted is Hermes' delete_session: children lose their parent
+// (grandchildren keep theirs), then the messages and the row go.
+func (a *applier) transcriptDeleted(e events.TranscriptDeleted) error {
+	if err := a.exec(a.s.orphanChildren, e.SessionID); err != nil {
+		return err
+	}
+	if err := a.exec(a.s.deleteMessages, e.SessionID); err != nil {
+		return err
+	}
+	delete(a.known, e.SessionID)
+	return a.exec(a.s.deleteSession, e.SessionID)
+}
+
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nullPtr[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func nullString(v sql.NullString) any {
+	if !v.Valid {
+		return nil
+	}
+	return v.String
+}

@@ -1,0 +1,68 @@
+package transcripts
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"fmt"
+
+	"hermes/projections/migrate"
+)
+
+// migrationsTable records the migrations applied to state.db. It is named
+// hermes_* like the rest of hermes' bookkeeping, apart from Hermes'
+// schema_version (which stays at [SchemaVersion]: the file keeps Hermes'
+// format, whatever hermes adds).
+const migrationsTable = "hermes_schema_migrations"
+
+//go:embed schema.sql
+var schemaSQL string
+
+// migrations are the schema steps of state.db, forward only: a released
+// step is never edited, a change is a new step. A change of the rows
+// derived from the same events is a bump of [Name] instead (the file is
+// emptied and rebuilt from position 0).
+var migrations = []migrate.Step{
+	{Version: 1, Name: "Hermes schema 11 with hermes bookkeeping", Up: createSchema},
+}
+
+// createSchema is step 1: Hermes' schema 11, recorded in schema_version as
+// Hermes does, plus the hermes_* tables.
+func createSchema(ctx context.Context, tx migrate.Tx) error {
+	if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx,
+		"INSERT INTO schema_version (version) SELECT ? WHERE NOT EXISTS (SELECT 1 FROM schema_version)", SchemaVersion)
+	return err
+}
+
+// migrateSchema brings the file of conn to the last step. A state.db
+// written by hermes before migrations (user_version 0, a projection name in
+// state_meta) is at version 1.
+func migrateSchema(ctx context.Context, conn *sql.Conn, steps []migrate.Step) error {
+	_, _, err := migrate.Run(ctx, conn, migrate.Plan{Table: migrationsTable, Steps: steps, Legacy: legacyVersion})
+	if err != nil {
+		return fmt.Errorf("migrate schema: %w", err)
+	}
+	return nil
+}
+
+func legacyVersion(ctx context.Context, tx migrate.Tx) (int, error) {
+	name, _, err := storedName(ctx, tx)
+	if err != nil || name == "" {
+		return 0, err
+	}
+	return 1, nil
+}
+
+// hasMigrations reports whether the file holds hermes' migration record:
+// a file hermes created, even if it crashed before recording its name.
+func hasMigrations(ctx context.Context, q queryer) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?", migrationsTable).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("read migration record: %w", err)
+	}
+	return n > 0, nil
+}

@@ -1,0 +1,151 @@
+package transcripts
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// writeStatements are prepared once on the write connection and reused by
+// every batch.
+type writeStatements struct {
+	conn *sql.Conn
+	list []*sql.Stmt
+	// multi holds the multi-row inserts of messages and message events,
+	// by table and row count, prepared when first needed.
+	multi map[multiKey]*sql.Stmt
+
+	getVersion, setVersion, setCheckpoint *sql.Stmt
+
+	createSession, ensureSession, endSession, reopenSession *sql.Stmt
+	sessionSource, sessionExists                            *sql.Stmt
+	getOrigin, setOrigin                                    *sql.Stmt
+
+	insertMessage, insertMessageEvent, addCounts, setCounts *sql.Stmt
+	deleteMessages, rewindMessages, countRewind             *sql.Stmt
+	titleOwner, setTitle, updateMetadata                    *sql.Stmt
+	orphanChildren, deleteSession                           *sql.Stmt
+}
+
+func prepareWrites(ctx context.Context, conn *sql.Conn) (*writeStatements, error) {
+	s := &writeStatements{conn: conn, multi: make(map[multiKey]*sql.Stmt)}
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&s.getVersion, "SELECT version FROM hermes_stream_versions WHERE stream = ?"},
+		{&s.setVersion, "INSERT INTO hermes_stream_versions (stream, version) VALUES (?, ?) " +
+			"ON CONFLICT(stream) DO UPDATE SET version = excluded.version"},
+		{&s.setCheckpoint, "INSERT INTO state_meta (key, value) VALUES ('" + metaCheckpoint + "', ?) " +
+			"ON CONFLICT(key) DO UPDATE SET value = excluded.value"},
+
+		{&s.createSession, "INSERT OR IGNORE INTO sessions (id, source, user_id, started_at) VALUES (?, ?, ?, ?)"},
+		{&s.ensureSession, "INSERT OR IGNORE INTO sessions (id, source, started_at) VALUES (?, '" + sourceUnknown + "', ?)"},
+		{&s.endSession, "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL"},
+		{&s.reopenSession, "UPDATE sessions SET ended_at = NULL, end_reason = NULL WHERE id = ?"},
+		{&s.sessionSource, "SELECT source, user_id FROM sessions WHERE id = ?"},
+		{&s.sessionExists, "SELECT count(*) FROM sessions WHERE id = ?"},
+		{&s.getOrigin, "SELECT platform, user_id FROM hermes_lane_origins WHERE session_key = ?"},
+		{&s.setOrigin, "INSERT INTO hermes_lane_origins (session_key, platform, user_id) VALUES (?, ?, ?) " +
+			"ON CONFLICT(session_key) DO UPDATE SET platform = excluded.platform, user_id = excluded.user_id"},
+
+		{&s.insertMessage, "INSERT INTO messages (" + messageColumnsInsert + ") VALUES (" + placeholders(messageInsertArgs) + ")"},
+		{&s.insertMessageEvent, "INSERT OR REPLACE INTO hermes_message_events (position, session_id, first_id, count) VALUES (?, ?, ?, ?)"},
+		{&s.addCounts, "UPDATE sessions SET message_count = COALESCE(message_count, 0) + ?, " +
+			"tool_call_count = COALESCE(tool_call_count, 0) + ? WHERE id = ?"},
+		{&s.setCounts, "UPDATE sessions SET message_count = ?, tool_call_count = ? WHERE id = ?"},
+		{&s.deleteMessages, "DELETE FROM messages WHERE session_id = ?"},
+		{&s.rewindMessages, "UPDATE messages SET active = 0 WHERE session_id = ? AND id >= ? AND active = 1"},
+		{&s.countRewind, "UPDATE sessions SET rewind_count = COALESCE(rewind_count, 0) + 1 WHERE id = ?"},
+		{&s.titleOwner, "SELECT id FROM sessions WHERE title = ? AND id != ? LIMIT 1"},
+		{&s.setTitle, "UPDATE sessions SET title = ? WHERE id = ?"},
+		{&s.updateMetadata, `UPDATE sessions SET
+			model = COALESCE(model, ?),
+			billing_provider = COALESCE(billing_provider, ?),
+			billing_base_url = COALESCE(billing_base_url, ?),
+			billing_mode = COALESCE(billing_mode, ?),
+			cost_status = COALESCE(?, cost_status),
+			cost_source = COALESCE(?, cost_source),
+			pricing_version = COALESCE(?, pricing_version),
+			model_config = COALESCE(?, model_config),
+			system_prompt = COALESCE(?, system_prompt),
+			parent_session_id = CASE WHEN ? THEN ? ELSE parent_session_id END,
+			input_tokens = COALESCE(input_tokens, 0) + ?,
+			output_tokens = COALESCE(output_tokens, 0) + ?,
+			cache_read_tokens = COALESCE(cache_read_tokens, 0) + ?,
+			cache_write_tokens = COALESCE(cache_write_tokens, 0) + ?,
+			reasoning_tokens = COALESCE(reasoning_tokens, 0) + ?,
+			api_call_count = COALESCE(api_call_count, 0) + ?,
+			estimated_cost_usd = CASE WHEN ? IS NULL THEN estimated_cost_usd ELSE COALESCE(estimated_cost_usd, 0) + ? END,
+			actual_cost_usd = CASE WHEN ? IS NULL THEN actual_cost_usd ELSE COALESCE(actual_cost_usd, 0) + ? END
+			WHERE id = ?`},
+		{&s.orphanChildren, "UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id = ?"},
+		{&s.deleteSession, "DELETE FROM sessions WHERE id = ?"},
+	} {
+		stmt, err := conn.PrepareContext(ctx, p.sql)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("prepare %q: %w", p.sql, err), s.close())
+		}
+		*p.stmt = stmt
+		s.list = append(s.list, stmt)
+	}
+	return s, nil
+}
+
+func (s *writeStatements) close() error {
+	var errs []error
+	for _, st := range s.list {
+		errs = append(errs, st.Close())
+	}
+	for _, st := range s.multi {
+		errs = append(errs, st.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// messageColumnsInsert are the columns a message insert sets (active
+// takes its default, 1).
+const messageColumnsInsert = `session_id, role, content, tool_call_id, tool_calls, tool_name,
+	timestamp, token_count, finish_reason, reasoning, reasoning_content, reasoning_details,
+	codex_reasoning_items, codex_message_items`
+
+const messageInsertArgs = 14
+
+type multiKey struct {
+	table string
+	rows  int
+}
+
+// multiInsert returns the statement inserting rows rows into table
+// (messages or hermes_message_events).
+func (s *writeStatements) multiInsert(ctx context.Context, table string, rows int) (*sql.Stmt, error) {
+	k := multiKey{table, rows}
+	if st, ok := s.multi[k]; ok {
+		return st, nil
+	}
+	var head, row string
+	switch table {
+	case "messages":
+		head = "INSERT INTO messages (" + messageColumnsInsert + ") VALUES "
+		row = "(" + placeholders(messageInsertArgs) + ")"
+	default:
+		head = "INSERT OR REPLACE INTO hermes_message_events (position, session_id, first_id, count) VALUES "
+		row = "(?, ?, ?, ?)"
+	}
+	var b strings.Builder
+	b.WriteString(head)
+	for i := range rows {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	st, err := s.conn.PrepareContext(ctx, b.String())
+	if err != nil {
+		return nil, fmt.Errorf("prepare insert of %d %s: %w", rows, table, err)
+	}
+	s.multi[k] = st
+	return st, nil
+}
