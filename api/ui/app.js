@@ -463,6 +463,7 @@ function setLive(text, ok) {
 function startLive(head) {
   if (lanesStarted) return;
   lanesStarted = true;
+  setLive("connecting…", false);
   follow(head + 1, 1000);
 }
 
