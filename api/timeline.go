@@ -1,11 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"reflect"
 	"sort"
+	"strings"
 
 	"hermes/domain"
 	"hermes/events"
@@ -16,11 +18,12 @@ const (
 	maxTimelineLimit     = 1000
 )
 
-// FieldChange is one SessionEntry field an event changed, as JSON values.
+// FieldChange is one SessionEntry field an event changed, with its JSON
+// values.
 type FieldChange struct {
-	Field  string `json:"field"`
-	Before any    `json:"before"`
-	After  any    `json:"after"`
+	Field  string          `json:"field"`
+	Before json.RawMessage `json:"before"`
+	After  json.RawMessage `json:"after"`
 }
 
 // EntryChanges lists the SessionEntry fields that differ between two
@@ -28,31 +31,29 @@ type FieldChange struct {
 // nearly every event) are left out. `hermes events tail` prints them as
 // "{a: x → y}".
 func EntryChanges(before, after domain.Lane) []FieldChange {
-	b, a := entryFields(NewEntry(before, 0)), entryFields(NewEntry(after, 0))
+	b, a := reflect.ValueOf(NewEntry(before, 0)), reflect.ValueOf(NewEntry(after, 0))
 	var out []FieldChange
-	for k, av := range a {
-		if k == "version" || k == "updated_at" {
+	for i := range b.NumField() {
+		name, _, _ := strings.Cut(b.Type().Field(i).Tag.Get("json"), ",")
+		if name == "version" || name == "updated_at" {
 			continue
 		}
-		if !reflect.DeepEqual(av, b[k]) {
-			out = append(out, FieldChange{Field: k, Before: b[k], After: av})
+		bv, av := fieldJSON(b.Field(i)), fieldJSON(a.Field(i))
+		if !bytes.Equal(bv, av) {
+			out = append(out, FieldChange{Field: name, Before: bv, After: av})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Field < out[j].Field })
 	return out
 }
 
-// entryFields is an entry as its JSON object.
-func entryFields(e Entry) map[string]any {
-	data, err := json.Marshal(e)
+// fieldJSON is one Entry field as the API renders it.
+func fieldJSON(v reflect.Value) json.RawMessage {
+	data, err := json.Marshal(v.Interface())
 	if err != nil {
-		panic(fmt.Sprintf("encode entry: %v", err)) // an Entry always encodes
+		panic(fmt.Sprintf("encode entry field: %v", err)) // every Entry field encodes
 	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		panic(fmt.Sprintf("decode entry: %v", err))
-	}
-	return m
+	return data
 }
 
 // TimelineItem is one event of a lane's timeline: what it was, what it

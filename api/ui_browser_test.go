@@ -209,7 +209,7 @@ func TestUIBrowser(t *testing.T) {
 	if got := b.text("#state-session-id"); got != st.oldSID {
 		t.Errorf("before the reset the page shows session %q, want the old %q", got, st.oldSID)
 	}
-	if got := b.text("#tt-why"); got != wantWhy {
+	if got := b.text("#tt-why"); got != wantWhy+" — due before the next event (2030-05-10 12:30:00)" {
 		t.Errorf("the next-reset text before the reset = %q, want %q", got, wantWhy)
 	}
 	if got := eval[string](b, `document.getElementById("tt-slider").getAttribute("aria-valuetext")`); !strings.Contains(got, fmt.Sprintf("version %d", st.resetVersion-1)) {

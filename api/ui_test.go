@@ -207,7 +207,7 @@ func TestTimeline(t *testing.T) {
 	for _, c := range reset.Changes {
 		changed[c.Field] = c
 	}
-	if c := changed["session_id"]; c.Before != st.oldSID || c.After != st.newSID {
+	if c := changed["session_id"]; string(c.Before) != `"`+st.oldSID+`"` || string(c.After) != `"`+st.newSID+`"` {
 		t.Errorf("session_id change = %+v, want %s → %s", c, st.oldSID, st.newSID)
 	}
 	before := tl.Items[reset.Version-2] // the turn completed at 11:00
@@ -224,6 +224,21 @@ func TestTimeline(t *testing.T) {
 	}
 	h.call("GET", lane("agent:main:telegram:dm:nobody", "/timeline"), nil, http.StatusNotFound, nil)
 	h.call("GET", lane(st.key, "/timeline?limit=0"), nil, http.StatusBadRequest, nil)
+}
+
+// The two read routes of the web UI reflect a write at once, as every GET
+// of /v1 must (readroutes_test.go).
+func init() {
+	readCases["/v1/lanes"] = func(h *harness, n int) readCheck {
+		key := h.resolve(dm(fmt.Sprint("ui-lanes-", n))).Entry.SessionKey
+		return readCheck{path: "/v1/lanes?limit=500", status: 200, has: `"session_key":"` + key + `"`}
+	}
+	readCases["/v1/sessions/{key}/timeline"] = func(h *harness, n int) readCheck {
+		res := h.resolve(dm("ui-timeline"))
+		var e entry
+		h.call("POST", lane(res.Entry.SessionKey, "/touch"), map[string]int{"last_prompt_tokens": n}, 200, &e)
+		return readCheck{path: lane(res.Entry.SessionKey, "/timeline"), status: 200, has: fmt.Sprintf(`"version":%d,`, e.Version)}
+	}
 }
 
 func jsonEqual(t *testing.T, a, b []byte) bool {

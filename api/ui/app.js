@@ -199,19 +199,21 @@ function refreshLanesSoon(position) {
 
 // ---- a lane's timeline and time travel ---------------------------------------
 
-const lane = { key: "", items: [], total: 0, index: 0, until: null, timer: 0, followEnd: true, txFor: "", txMessages: [] };
+const lane = { key: "", now: "", items: [], total: 0, index: 0, until: null, timer: 0, followEnd: true, txFor: "", txMessages: [] };
 
 async function fetchTimeline(key) {
   const items = [];
   let total = 0;
+  let now = "";
   for (let from = 1; ; ) {
     const page = await api(`/v1/sessions/${encodeURIComponent(key)}/timeline?from_version=${from}&limit=1000`);
     items.push(...page.items);
     total = page.total;
+    now = page.now;
     if (page.items.length === 0 || items.length >= total || items.length >= 20000) break;
     from = page.items[page.items.length - 1].version + 1;
   }
-  return { items, total };
+  return { items, total, now };
 }
 
 async function openLane(key, version) {
@@ -230,6 +232,7 @@ async function openLane(key, version) {
   if (!lanesStarted) api("/v1/lanes?limit=1").then((p) => startLive(p.head), () => {});
   lane.items = tl.items;
   lane.total = tl.total;
+  lane.now = tl.now;
   const n = lane.items.length;
   $("ev-more").textContent = n < tl.total ? `Showing the first ${n} of ${tl.total} events.` : `${n} events.`;
   const slider = $("tt-slider");
@@ -303,7 +306,12 @@ function select(i, focusSlider) {
     el("dd", { id: "state-" + k.replaceAll("_", "-"), class: typeof e[k] === "string" ? "mono" : "" }, k.endsWith("_at") ? when(e[k]) : show(e[k])),
   ]));
   const nr = it.next_reset;
-  $("tt-why").textContent = nr.why;
+  // Was the reset due before the lane's next event (or is it due now)?
+  const next = lane.items[i + 1];
+  let due = "";
+  if (nr.at && next && seconds(nr.at) <= seconds(next.time)) due = ` — due before the next event (${when(next.time)})`;
+  else if (nr.at && !next && lane.now && seconds(nr.at) <= seconds(lane.now)) due = " — due now: the next message gets a new session";
+  $("tt-why").textContent = nr.why + due;
   $("tt-why").className = "why" + (nr.reason ? " due" : "");
   for (const li of document.querySelectorAll("#timeline > li.current")) li.classList.remove("current");
   const cur = $("ev-" + it.version);

@@ -304,9 +304,19 @@ func entryChanges(before, after domain.Lane) string {
 			parts = append(parts, c.Field)
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s: %s → %s", c.Field, show(c.Before), show(c.After)))
+		parts = append(parts, fmt.Sprintf("%s: %s → %s", c.Field, showJSON(c.Before), showJSON(c.After)))
 	}
 	return "  {" + strings.Join(parts, ", ") + "}"
+}
+
+// showJSON prints a JSON value: strings bare ("" when empty), null, numbers
+// and booleans as they are.
+func showJSON(raw json.RawMessage) string {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return string(raw)
+	}
+	return show(v)
 }
 
 func show(v any) string {
