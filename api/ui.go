@@ -136,10 +136,11 @@ func (s *Server) uiRoutes(rt routes) {
 }
 
 // searchLanes filters the lanes by q (a case-insensitive part of the key,
-// current or previous session id, display name, chat or user name), platform, chat_type and
-// state, and answers a page of them sorted by activity. min_position waits
-// until the read model has applied that log position (a client following
-// the event stream asks for the lanes as of an event it saw).
+// the current or previous session id, the display name, chat or user
+// name), platform, chat_type and state, and answers a page of them sorted
+// by activity. min_position waits until the read model has applied that log
+// position (a client following the event stream asks for the lanes as of an
+// event it saw).
 func (s *Server) searchLanes(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	limit, err := intQuery(r, "limit", defaultLanePage, 1, maxLanePage)
