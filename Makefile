@@ -5,16 +5,29 @@ PKGS     ?= ./...
 BIN      ?= bin/hermes
 
 .DEFAULT_GOAL := check
-.PHONY: check test test-race test-short fmt vet lint tidy-check check-deps bench bench-quick build serve tidy
+.PHONY: check test test-race test-short fmt vet lint tidy-check check-deps bench bench-quick build serve tidy fuzz-api
 
-check: fmt vet tidy-check lint check-deps test-race
+check: fmt vet tidy-check lint check-deps test-race fuzz fuzz-api
 
 # test is what CI and the README run: formatting, vet, a tidy go.mod,
-# staticcheck, the layer rules, then every test with the race detector.
-test: fmt vet tidy-check lint check-deps test-race
+# staticcheck, the layer rules, every test with the race detector, then
+# each fuzz target for a bounded time.
+test: fmt vet tidy-check lint check-deps test-race fuzz fuzz-api
 
 test-race:
 	$(GO) test -race -count=1 $(PKGS)
+
+# fuzz runs each fuzz target for a bounded time (FUZZTIME each, about 30 s
+# in all on 2 cores with the instrumented builds): the lane fold, the event
+# codec, and state.db's metadata sums, none of which may panic, overflow or
+# answer invalid UTF-8 (docs/FOLD_LIMITS.md). Their seeds also run in every
+# plain `go test`.
+.PHONY: fuzz
+FUZZTIME ?= 5s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzEvolve$$' -fuzztime $(FUZZTIME) ./domain/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./events/
+	$(GO) test -run '^$$' -fuzz '^FuzzApplyMetadata$$' -fuzztime $(FUZZTIME) ./projections/transcripts/
 
 test-short:
 	$(GO) test -count=1 -short $(PKGS)
@@ -42,6 +55,17 @@ tidy-check:
 # events/ and domain/ (no clock reads, randomness, I/O or logging).
 check-deps:
 	$(GO) run ./cmd/importcheck
+
+# fuzz-api fuzzes the API's door for a bounded time (FUZZTIME each, about
+# 30 s in all with the instrumented builds): every request decoder over
+# arbitrary bytes (no panic, a refusal is a 400, what is accepted is valid
+# UTF-8 without repeated names or half surrogate pairs), and arbitrary
+# bodies to every body-taking route over HTTP (no 500, a refusal appends
+# nothing).
+FUZZTIME ?= 8s
+fuzz-api:
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzRefusalChangesNothing$$' -fuzztime $(FUZZTIME) ./api/
 
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"unicode/utf8"
 
 	"hermes/commands"
 	"hermes/domain"
@@ -94,12 +96,30 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code := statusOf(err)
 	msg := err.Error()
 	if status == http.StatusInternalServerError {
-		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		// The error may quote the request: the log line holds a bounded
+		// part of it, not the whole input.
+		s.log.Error("request failed", "method", r.Method, "path", truncateForLog(r.URL.Path), "err", truncateForLog(msg))
 		msg = "internal error"
 	}
 	var body ErrorBody
 	body.Error.Code, body.Error.Message = code, msg
 	writeJSON(w, status, body)
+}
+
+// maxLogText bounds a string of the request written to the log.
+const maxLogText = 512
+
+// truncateForLog cuts s to maxLogText bytes (on a rune boundary), saying
+// how much was left out.
+func truncateForLog(s string) string {
+	if len(s) <= maxLogText {
+		return s
+	}
+	cut := maxLogText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes more)", s[:cut], len(s)-cut)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

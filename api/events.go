@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -147,65 +146,4 @@ func (s *Server) allEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return respond(w, newEventsResponse(envs))
-}
-
-// followEvents streams the log as Server-Sent Events from from_position
-// (inclusive) on. A slow client only falls behind: the subscription reads
-// the store at the client's pace and never holds up appends.
-//
-// It returns an error only before the stream starts; once the 200 is sent
-// it ends quietly.
-func (s *Server) followEvents(w http.ResponseWriter, r *http.Request, from uint64) error {
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		return errors.New("streaming unsupported")
-	}
-	after := uint64(0)
-	if from > 0 {
-		after = from - 1
-	}
-	if id := r.Header.Get("Last-Event-ID"); id != "" {
-		if n, err := strconv.ParseUint(id, 10, 64); err == nil {
-			after = n
-		}
-	}
-	sub, err := s.Store.Subscribe(r.Context(), after)
-	if err != nil {
-		return fmt.Errorf("subscribe after %d: %w", after, err)
-	}
-	defer sub.Close()
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, ": hermes event stream\n\n")
-	flusher.Flush()
-	heartbeat := time.NewTicker(sseHeartbeat)
-	defer heartbeat.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			return nil
-		case <-heartbeat.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
-				return nil
-			}
-			flusher.Flush()
-		case env, ok := <-sub.Events():
-			if !ok {
-				return nil
-			}
-			data, err := json.Marshal(NewEnvelope(env))
-			if err != nil {
-				s.log.Error("encode event", "position", env.Position, "err", err)
-				return nil
-			}
-			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", env.Position, env.Type, data); err != nil {
-				return nil
-			}
-			if len(sub.Events()) == 0 {
-				flusher.Flush()
-			}
-		}
-	}
 }

@@ -116,8 +116,8 @@ func pathParam(r *http.Request, name string) (string, error) {
 	if v == "" {
 		return "", fmt.Errorf("%w: empty %s", errBadRequest, name)
 	}
-	if len(v) > maxPathParam {
-		return "", fmt.Errorf("%w: %s longer than %d bytes", errBadRequest, name, maxPathParam)
+	if err := checkText(name, v, maxPathParam); err != nil {
+		return "", err
 	}
 	return v, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -33,7 +34,7 @@ var start = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 // separate state.db reader for the queries, the commands.Handler on the
 // manual clock, and the API behind a real HTTP server on 127.0.0.1.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	clock  *api.ManualClock
 	raw    *sqlite.Store
@@ -52,6 +53,9 @@ type harnessOptions struct {
 	browser  api.BrowserPolicy // withBrowser, browser_test.go
 	// bodyReadTimeout is api.Deps.BodyReadTimeout.
 	bodyReadTimeout time.Duration
+	log             *slog.Logger
+	follow          followLimits // withFollowLimits, follow_test.go
+	maxConns        int          // withMaxConnections, follow_test.go
 }
 
 type option func(*harnessOptions)
@@ -64,8 +68,11 @@ func withBodyReadTimeout(d time.Duration) option {
 	return func(o *harnessOptions) { o.bodyReadTimeout = d }
 }
 
+// withLog gives the server a logger (none: the log is discarded).
+func withLog(l *slog.Logger) option { return func(o *harnessOptions) { o.log = l } }
+
 // newHarness starts a server; everything is released by t.Cleanup.
-func newHarness(t *testing.T, opts ...option) *harness {
+func newHarness(t testing.TB, opts ...option) *harness {
 	t.Helper()
 	var o harnessOptions
 	for _, f := range opts {
@@ -118,6 +125,11 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		Restart:         o.restart,
 		Browser:         o.browser,
 		BodyReadTimeout: o.bodyReadTimeout,
+		Log:             o.log,
+
+		MaxFollowers:         o.follow.max,
+		FollowerBufferBytes:  o.follow.bufferBytes,
+		FollowerWriteTimeout: o.follow.writeTimeout,
 	})
 
 	runnerDone := make(chan error, 1)
@@ -129,7 +141,11 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		}
 	})
 
-	h.http = httptest.NewServer(h.server.Handler())
+	h.http = httptest.NewUnstartedServer(h.server.Handler())
+	if o.maxConns > 0 {
+		h.http.Listener = api.LimitListener(h.http.Listener, o.maxConns)
+	}
+	h.http.Start()
 	t.Cleanup(func() {
 		// A following client may still hold a stream open: cut it, so
 		// Close does not wait for it.
@@ -144,7 +160,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 
 // with is the harness reporting to t (a subtest's), so that its helpers
 // fail the test that called them.
-func (h *harness) with(t *testing.T) *harness {
+func (h *harness) with(t testing.TB) *harness {
 	c := *h
 	c.t = t
 	return &c

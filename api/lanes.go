@@ -62,7 +62,11 @@ func newSessionsResponse(rows []sessions.Row) sessionsResponse {
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	if id := q.Get("session_id"); q.Has("session_id") {
+	if q.Has("session_id") {
+		id, err := textQuery(r, "session_id", maxPathParam)
+		if err != nil {
+			return err
+		}
 		row, err := s.Lanes.BySessionID(r.Context(), id)
 		if err != nil {
 			return err
@@ -183,6 +187,9 @@ func (s *Server) markResumePending(w http.ResponseWriter, r *http.Request, key s
 }
 
 func (s *Server) clearResumePending(w http.ResponseWriter, r *http.Request, key sessionKey) error {
+	if _, err := decode[emptyRequest](r, true); err != nil {
+		return err
+	}
 	res, cleared, err := s.Commands.ClearResumePending(r.Context(), commands.ClearResumePending{Key: string(key), CommandID: commandID(r)})
 	if err != nil {
 		return err

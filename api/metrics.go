@@ -25,6 +25,10 @@ type Metrics struct {
 	appendLatency prometheus.Histogram
 	requests      *prometheus.CounterVec
 	reqLatency    *prometheus.HistogramVec
+	// streams and streamsDropped are the event streams open and those
+	// dropped because their client fell too far behind (follow.go).
+	streams        prometheus.Gauge
+	streamsDropped prometheus.Counter
 }
 
 // NewMetrics registers the metrics.
@@ -47,7 +51,13 @@ func NewMetrics() *Metrics {
 		Name: "hermes_http_request_duration_seconds", Help: "HTTP request latency, by route.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
 	}, []string{"route"})
-	m.registry.MustRegister(m.appends, m.appendedEvts, m.appendLatency, m.requests, m.reqLatency,
+	m.streams = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hermes_event_streams", Help: "Event streams (GET /v1/events?follow=1) open.",
+	})
+	m.streamsDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hermes_event_streams_dropped_total", Help: "Event streams ended because their client fell more than api.follower_buffer_bytes behind.",
+	})
+	m.registry.MustRegister(m.appends, m.appendedEvts, m.appendLatency, m.requests, m.reqLatency, m.streams, m.streamsDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -78,6 +88,12 @@ func (m *Metrics) Observe(runner *projections.Runner, lanes *sessions.Projection
 	}))
 }
 
+// Register adds collectors of other layers (wired by cmd) to the registry;
+// it panics on a duplicate, as at startup.
+func (m *Metrics) Register(cs ...prometheus.Collector) {
+	m.registry.MustRegister(cs...)
+}
+
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
@@ -106,6 +122,10 @@ func (s *statusRecorder) WriteHeader(code int) {
 	s.status = code
 	s.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.ResponseController reach the connection (the event
+// streams' write deadlines).
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func (s *statusRecorder) Flush() {
 	if f, ok := s.ResponseWriter.(http.Flusher); ok {

@@ -22,6 +22,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) restart(w http.ResponseWriter, r *http.Request) error {
+	if _, err := decode[emptyRequest](r, true); err != nil {
+		return err
+	}
 	if s.Restart == nil {
 		return errUnavailable
 	}

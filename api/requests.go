@@ -1,13 +1,15 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
+	"reflect"
 	"time"
+	"unicode/utf8"
 
 	"hermes/commands"
 	"hermes/domain"
@@ -28,9 +30,11 @@ type request interface {
 	validate() error
 }
 
-// decode reads a JSON body strictly (unknown fields, trailing data and
-// wrong types are refused) into a T and validates it. An empty body
-// decodes as {} when allowEmpty.
+// decode reads a JSON body strictly into a T and validates it. Refused
+// with 400: a body that is not valid UTF-8, malformed JSON, wrong types,
+// unknown fields, trailing data, a name given twice in an object, and a
+// \u escape of half a surrogate pair (checkStrict). An empty body decodes
+// as {} when allowEmpty.
 func decode[T request](r *http.Request, allowEmpty bool) (T, error) {
 	var v T
 	body, err := io.ReadAll(r.Body)
@@ -41,19 +45,29 @@ func decode[T request](r *http.Request, allowEmpty bool) (T, error) {
 		}
 		return v, fmt.Errorf("%w: read body: %v", errBadRequest, err)
 	}
-	if len(strings.TrimSpace(string(body))) == 0 {
+	if len(bytes.TrimSpace(body)) == 0 {
 		if !allowEmpty {
 			return v, fmt.Errorf("%w: a JSON body is required", errBadRequest)
 		}
-	} else {
-		dec := json.NewDecoder(strings.NewReader(string(body)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&v); err != nil {
-			return v, fmt.Errorf("%w: %s", errBadRequest, describeJSONError(err))
-		}
-		if dec.More() {
-			return v, fmt.Errorf("%w: trailing data after the JSON body", errBadRequest)
-		}
+		return v, v.validate()
+	}
+	if !utf8.Valid(body) {
+		return v, fmt.Errorf("%w: the body is not valid UTF-8", errBadRequest)
+	}
+	if body := bytes.TrimSpace(body); body[0] != '{' {
+		return v, fmt.Errorf("%w: the body must be a JSON object", errBadRequest)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return v, fmt.Errorf("%w: %s", errBadRequest, describeJSONError(err))
+	}
+	// More would miss a trailing ] or }: all that follows must be space.
+	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
+		return v, fmt.Errorf("%w: trailing data after the JSON body", errBadRequest)
+	}
+	if err := checkStrict(body, reflect.TypeFor[T]()); err != nil {
+		return v, err
 	}
 	if err := v.validate(); err != nil {
 		return v, err
@@ -117,13 +131,15 @@ func (s sourceRequest) validate() error {
 	default:
 		return fmt.Errorf("%w: source.chat_type %q is not dm, group, channel or thread", errBadRequest, s.ChatType)
 	}
+	// The ids become parts of the session key; the names are shown. Both
+	// are bounded, valid UTF-8 and free of NUL.
 	for _, f := range []struct{ name, v string }{
 		{"platform", s.Platform}, {"chat_id", *s.ChatID}, {"chat_name", s.ChatName}, {"user_id", s.UserID},
 		{"user_name", s.UserName}, {"thread_id", s.ThreadID}, {"chat_topic", s.ChatTopic}, {"user_id_alt", s.UserIDAlt},
 		{"chat_id_alt", s.ChatIDAlt}, {"guild_id", s.GuildID}, {"parent_chat_id", s.ParentChatID}, {"message_id", s.MessageID},
 	} {
-		if len(f.v) > maxSourceField {
-			return fmt.Errorf("%w: source.%s is longer than %d bytes", errBadRequest, f.name, maxSourceField)
+		if err := checkText("source."+f.name, f.v, maxSourceField); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -161,7 +177,27 @@ type touchRequest struct {
 	LastPromptTokens *int64 `json:"last_prompt_tokens"`
 }
 
-func (touchRequest) validate() error { return nil }
+func (q touchRequest) validate() error {
+	return checkCount("last_prompt_tokens", q.LastPromptTokens)
+}
+
+// checkCount refuses a token count (when given) outside 0 to
+// domain.MaxTokens.
+func checkCount(name string, v *int64) error {
+	if v == nil {
+		return nil
+	}
+	return domain.CheckTokens(name, 0, *v)
+}
+
+// checkCost refuses a cost (when given) that is not finite or outside 0 to
+// domain.MaxCostUSD.
+func checkCost(name string, v *float64) error {
+	if v == nil {
+		return nil
+	}
+	return domain.CheckCost(name, 0, *v)
+}
 
 // maxTurnField bounds turn_id and cost_status.
 const maxTurnField = 200
@@ -172,10 +208,7 @@ type startTurnRequest struct {
 }
 
 func (q startTurnRequest) validate() error {
-	if len(q.TurnID) > maxTurnField {
-		return fmt.Errorf("%w: turn_id longer than %d bytes", errBadRequest, maxTurnField)
-	}
-	return nil
+	return checkText("turn_id", q.TurnID, maxTurnField)
 }
 
 // completeTurnRequest is POST /v1/sessions/{key}/turns.
@@ -191,11 +224,30 @@ type completeTurnRequest struct {
 	Failed           bool    `json:"failed"`
 }
 
+// validate bounds each delta on its own; the lane checks the totals they
+// add to (domain.Lane.CompleteTurn).
 func (q completeTurnRequest) validate() error {
-	if len(q.TurnID) > maxTurnField || len(q.CostStatus) > maxTurnField {
-		return fmt.Errorf("%w: turn_id and cost_status are limited to %d bytes", errBadRequest, maxTurnField)
+	if err := checkText("turn_id", q.TurnID, maxTurnField); err != nil {
+		return err
 	}
-	return nil
+	if err := checkText("cost_status", q.CostStatus, maxTurnField); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{
+		{"input_tokens", q.InputTokens}, {"output_tokens", q.OutputTokens},
+		{"cache_read_tokens", q.CacheReadTokens}, {"cache_write_tokens", q.CacheWriteTokens},
+	} {
+		if err := checkCount(c.name, &c.v); err != nil {
+			return err
+		}
+	}
+	if err := checkCost("estimated_cost_usd", &q.EstimatedCostUSD); err != nil {
+		return err
+	}
+	return checkCount("last_prompt_tokens", q.LastPromptTokens)
 }
 
 func (q completeTurnRequest) outcome() domain.TurnOutcome {
@@ -213,26 +265,30 @@ type resetRequest struct {
 }
 
 func (q resetRequest) validate() error {
-	if len(q.DisplayName) > maxSourceField {
-		return fmt.Errorf("%w: display_name longer than %d bytes", errBadRequest, maxSourceField)
-	}
-	return nil
+	return checkText("display_name", q.DisplayName, maxSourceField)
 }
 
-// switchRequest is POST /v1/sessions/{key}/switch (the commands validate
-// the session id).
+// switchRequest is POST /v1/sessions/{key}/switch.
 type switchRequest struct {
 	SessionID string `json:"session_id"`
 }
 
-func (switchRequest) validate() error { return nil }
+func (q switchRequest) validate() error { return domain.ValidateSessionID(q.SessionID) }
 
 // resumePendingRequest is POST /v1/sessions/{key}/resume-pending.
 type resumePendingRequest struct {
 	Reason string `json:"reason"`
 }
 
-func (resumePendingRequest) validate() error { return nil }
+// validate keeps the reason free text as Hermes stores it (API.md names the
+// three restart reasons; only those are continued automatically), bounded
+// as the domain bounds it.
+func (q resumePendingRequest) validate() error {
+	if q.Reason == "" {
+		return nil
+	}
+	return domain.CheckResumeReason(q.Reason)
+}
 
 // reason is the reason given, restart_timeout when none.
 func (q resumePendingRequest) reason() string {
@@ -247,9 +303,15 @@ type activeProcessesRequest struct {
 	Count *int `json:"count"`
 }
 
+// maxActiveProcesses bounds the count of live background processes.
+const maxActiveProcesses = 1_000_000
+
 func (q activeProcessesRequest) validate() error {
-	if q.Count == nil {
+	switch {
+	case q.Count == nil:
 		return fmt.Errorf("%w: count is required", errBadRequest)
+	case *q.Count < 0 || *q.Count > maxActiveProcesses:
+		return fmt.Errorf("%w: count must be an integer from 0 to %d", errBadRequest, maxActiveProcesses)
 	}
 	return nil
 }
@@ -343,8 +405,8 @@ func (q enqueueRequest) command(key sessionKey, commandID string) commands.Enque
 }
 
 // messageRequest is a transcript message as sent (POST …/messages, and
-// each message of PUT …/messages). The commands validate role and
-// token_count.
+// each message of PUT …/messages). The commands validate role (a closed
+// set) too. Content and reasoning are free text, bounded by the body.
 type messageRequest struct {
 	Role                string          `json:"role"`
 	Content             json.RawMessage `json:"content"`
@@ -360,7 +422,19 @@ type messageRequest struct {
 	CodexMessageItems   json.RawMessage `json:"codex_message_items"`
 }
 
-func (messageRequest) validate() error { return nil }
+// maxMessageField bounds tool_call_id, tool_name and finish_reason.
+const maxMessageField = 1024
+
+func (m messageRequest) validate() error {
+	for _, f := range []struct{ name, v string }{
+		{"tool_call_id", m.ToolCallID}, {"tool_name", m.ToolName}, {"finish_reason", m.FinishReason},
+	} {
+		if err := checkText(f.name, f.v, maxMessageField); err != nil {
+			return err
+		}
+	}
+	return checkCount("token_count", m.TokenCount)
+}
 
 // event maps the message to the stored message (events.Message v1).
 func (m messageRequest) event() events.Message {
@@ -406,8 +480,8 @@ type rewindRequest struct {
 }
 
 func (q rewindRequest) validate() error {
-	if q.n() > maxRewind {
-		return fmt.Errorf("%w: n must be at most %d", errBadRequest, maxRewind)
+	if n := q.n(); n < 1 || n > maxRewind {
+		return fmt.Errorf("%w: n must be an integer from 1 to %d", errBadRequest, maxRewind)
 	}
 	return nil
 }
@@ -425,11 +499,15 @@ type titleRequest struct {
 	Title *string `json:"title"`
 }
 
+// maxTitleBytes bounds a title as sent (and as queried), before
+// transcripts.SanitizeTitle bounds it to MaxTitleLength characters.
+const maxTitleBytes = 1024
+
 func (q titleRequest) validate() error {
 	if q.Title == nil {
 		return fmt.Errorf("%w: title is required (\"\" clears it)", errBadRequest)
 	}
-	return nil
+	return checkText("title", *q.Title, maxTitleBytes)
 }
 
 // metadataRequest is PATCH /v1/transcripts/{session_id}.
@@ -454,7 +532,49 @@ type metadataRequest struct {
 	APICallCount     int64    `json:"api_call_count"`
 }
 
-func (metadataRequest) validate() error { return nil }
+// maxMetadataField bounds the names of a model, a billing route and a
+// pricing (model_config and system_prompt are bounded by the body).
+const maxMetadataField = 1024
+
+// validate bounds each count and cost on its own; the transcript commands
+// check the totals they add to (commands.TranscriptCommands.UpdateMetadata).
+func (q metadataRequest) validate() error {
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{
+		{"model", q.Model}, {"billing_provider", q.BillingProvider}, {"billing_base_url", q.BillingBaseURL},
+		{"billing_mode", q.BillingMode}, {"cost_status", q.CostStatus}, {"cost_source", q.CostSource},
+		{"pricing_version", q.PricingVersion},
+	} {
+		if f.v == nil {
+			continue
+		}
+		if err := checkText(f.name, *f.v, maxMetadataField); err != nil {
+			return err
+		}
+	}
+	if q.ParentSessionID != nil && *q.ParentSessionID != "" {
+		if err := domain.ValidateSessionID(*q.ParentSessionID); err != nil {
+			return fmt.Errorf("parent_session_id: %w", err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{
+		{"input_tokens", q.InputTokens}, {"output_tokens", q.OutputTokens}, {"cache_read_tokens", q.CacheReadTokens},
+		{"cache_write_tokens", q.CacheWriteTokens}, {"reasoning_tokens", q.ReasoningTokens}, {"api_call_count", q.APICallCount},
+	} {
+		if err := checkCount(c.name, &c.v); err != nil {
+			return err
+		}
+	}
+	if err := checkCost("estimated_cost_usd", q.EstimatedCostUSD); err != nil {
+		return err
+	}
+	return checkCost("actual_cost_usd", q.ActualCostUSD)
+}
 
 func (q metadataRequest) command(id sessionID, commandID string) commands.UpdateMetadata {
 	return commands.UpdateMetadata{Update: events.SessionMetadataUpdated{
@@ -467,13 +587,21 @@ func (q metadataRequest) command(id sessionID, commandID string) commands.Update
 	}, CommandID: commandID}
 }
 
-// endRequest is POST /v1/transcripts/{session_id}/end (the command bounds
-// the reason).
+// endRequest is POST /v1/transcripts/{session_id}/end. The reason is free
+// text, as Hermes stores it.
 type endRequest struct {
 	Reason string `json:"reason"`
 }
 
-func (endRequest) validate() error { return nil }
+// maxEndReason bounds an end reason (as the command does).
+const maxEndReason = 64
+
+func (q endRequest) validate() error {
+	if q.Reason == "" {
+		return fmt.Errorf("%w: reason is required", errBadRequest)
+	}
+	return checkText("reason", q.Reason, maxEndReason)
+}
 
 // pruneSessionsRequest is POST /v1/maintenance/prune-sessions.
 type pruneSessionsRequest struct {
@@ -485,7 +613,7 @@ func (q pruneSessionsRequest) validate() error {
 	if q.OlderThanDays == nil || *q.OlderThanDays < 0 || *q.OlderThanDays > maxRetentionDays {
 		return fmt.Errorf("%w: older_than_days must be an integer from 0 to %d", errBadRequest, maxRetentionDays)
 	}
-	return nil
+	return checkText("source", q.Source, maxSourceField)
 }
 
 // clockRequest is POST /v1/clock: an instant or a forward step.
@@ -508,10 +636,13 @@ func (q clockRequest) validate() error {
 	return nil
 }
 
+// maxClockStep bounds an advance of the test clock: a hundred years.
+const maxClockStep = 100 * 365 * 24 * time.Hour
+
 func (q clockRequest) advance() (time.Duration, error) {
 	d, err := time.ParseDuration(q.Advance)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%w: advance must be a non-negative Go duration such as \"25h\" or \"90s\"", errBadRequest)
+	if err != nil || d < 0 || d > maxClockStep {
+		return 0, fmt.Errorf("%w: advance must be a non-negative Go duration of at most 100 years, such as \"25h\" or \"90s\"", errBadRequest)
 	}
 	return d, nil
 }

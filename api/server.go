@@ -52,6 +52,16 @@ type Deps struct {
 	// BodyReadTimeout bounds the reading of a request body (0: the
 	// default); see guardBody.
 	BodyReadTimeout time.Duration
+	// MaxFollowers bounds the event streams open at once
+	// (api.max_followers; 0: DefaultMaxFollowers).
+	MaxFollowers int
+	// FollowerBufferBytes bounds what one event stream holds for a client
+	// that does not keep up (api.follower_buffer_bytes; 0:
+	// DefaultFollowerBufferBytes).
+	FollowerBufferBytes int
+	// FollowerWriteTimeout bounds each write to an event stream (0:
+	// DefaultFollowerWriteTimeout).
+	FollowerWriteTimeout time.Duration
 }
 
 // Server is the HTTP API.
@@ -69,6 +79,11 @@ type Server struct {
 	// written is the highest position appended through this server: queries
 	// wait until the projections have applied it (read your writes).
 	written atomic.Uint64
+	// followers counts the open event streams (follow.go).
+	followers atomic.Int64
+	// streamsDone is closed by CloseStreams.
+	streamsDone  chan struct{}
+	closeStreams sync.Once
 }
 
 // New returns a server over deps.
@@ -79,7 +94,23 @@ func New(deps Deps) *Server {
 	if deps.Log == nil {
 		deps.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Server{Deps: deps, log: deps.Log}
+	if deps.MaxFollowers <= 0 {
+		deps.MaxFollowers = DefaultMaxFollowers
+	}
+	if deps.FollowerBufferBytes <= 0 {
+		deps.FollowerBufferBytes = DefaultFollowerBufferBytes
+	}
+	if deps.FollowerWriteTimeout <= 0 {
+		deps.FollowerWriteTimeout = DefaultFollowerWriteTimeout
+	}
+	return &Server{Deps: deps, log: deps.Log, streamsDone: make(chan struct{})}
+}
+
+// CloseStreams ends every event stream, open or opened later, so that a
+// shutdown does not wait for followers (http.Server.RegisterOnShutdown).
+// Their clients resume with Last-Event-ID.
+func (s *Server) CloseStreams() {
+	s.closeStreams.Do(func() { close(s.streamsDone) })
 }
 
 // SetReady marks recovery and catch-up done (/readyz).

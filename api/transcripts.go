@@ -51,6 +51,25 @@ func (x transcriptIndex) LaneOfSession(ctx context.Context, id string) (string, 
 	return row.Lane.SessionKey, nil
 }
 
+func (x transcriptIndex) SessionTotals(ctx context.Context, id string) (commands.SessionTotals, error) {
+	row, err := x.reader.Session(ctx, id)
+	if err != nil {
+		return commands.SessionTotals{}, err
+	}
+	return commands.SessionTotals{
+		InputTokens: row.InputTokens, OutputTokens: row.OutputTokens, CacheReadTokens: row.CacheReadTokens,
+		CacheWriteTokens: row.CacheWriteTokens, ReasoningTokens: row.ReasoningTokens, APICallCount: row.APICallCount,
+		EstimatedCostUSD: deref(row.EstimatedCostUSD), ActualCostUSD: deref(row.ActualCostUSD),
+	}, nil
+}
+
+func deref(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
 func (s *Server) transcriptRoutes(rt routes) {
 	if s.Transcripts == nil {
 		return
@@ -271,7 +290,9 @@ func (s *Server) patchTranscriptSession(w http.ResponseWriter, r *http.Request, 
 	if err != nil {
 		return err
 	}
-	pos, err := s.transcriptCommands.UpdateMetadata(r.Context(), req.command(id, commandID(r)))
+	c := req.command(id, commandID(r))
+	c.Sync = s.syncReadModel
+	pos, err := s.transcriptCommands.UpdateMetadata(r.Context(), c)
 	if err != nil {
 		return err
 	}
@@ -282,6 +303,9 @@ func (s *Server) patchTranscriptSession(w http.ResponseWriter, r *http.Request, 
 }
 
 func (s *Server) deleteTranscript(w http.ResponseWriter, r *http.Request, id sessionID) error {
+	if _, err := decode[emptyRequest](r, true); err != nil {
+		return err
+	}
 	pos, err := s.transcriptCommands.DeleteSession(r.Context(), commands.DeleteSession{
 		SessionID: string(id), Reason: events.DeleteRequested, CommandID: commandID(r),
 	})
@@ -289,6 +313,9 @@ func (s *Server) deleteTranscript(w http.ResponseWriter, r *http.Request, id ses
 }
 
 func (s *Server) clearTranscript(w http.ResponseWriter, r *http.Request, id sessionID) error {
+	if _, err := decode[emptyRequest](r, true); err != nil {
+		return err
+	}
 	pos, err := s.transcriptCommands.ClearTranscript(r.Context(), commands.ClearTranscript{SessionID: string(id), CommandID: commandID(r)})
 	return s.transcriptDone(w, id, pos, err, "cleared")
 }
@@ -313,9 +340,9 @@ func (s *Server) transcriptDone(w http.ResponseWriter, id sessionID, pos uint64,
 }
 
 func (s *Server) resolveTitle(w http.ResponseWriter, r *http.Request) error {
-	title := r.URL.Query().Get("title")
-	if title == "" {
-		return fmt.Errorf("%w: title is required", errBadRequest)
+	title, err := titleQuery(r)
+	if err != nil {
+		return err
 	}
 	id, err := s.Transcripts.ResolveTitle(r.Context(), title)
 	if err != nil {
@@ -328,9 +355,9 @@ func (s *Server) resolveTitle(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) nextTitle(w http.ResponseWriter, r *http.Request) error {
-	title := r.URL.Query().Get("title")
-	if title == "" {
-		return fmt.Errorf("%w: title is required", errBadRequest)
+	title, err := titleQuery(r)
+	if err != nil {
+		return err
 	}
 	next, err := s.Transcripts.NextTitle(r.Context(), title)
 	if err != nil {
@@ -339,22 +366,52 @@ func (s *Server) nextTitle(w http.ResponseWriter, r *http.Request) error {
 	return respond(w, map[string]string{"title": next})
 }
 
+// titleQuery is the required title parameter of /v1/titles, bounded like
+// a title sent in a body (a longer one cannot be held by any session, and
+// SQLite refuses a LIKE pattern past 50,000 bytes).
+func titleQuery(r *http.Request) (string, error) {
+	title, err := textQuery(r, "title", maxTitleBytes)
+	if err == nil && title == "" {
+		err = fmt.Errorf("%w: title is required", errBadRequest)
+	}
+	return title, err
+}
+
+// textQuery is a text parameter: at most max bytes of valid UTF-8 without
+// NUL ("" when absent).
+func textQuery(r *http.Request, name string, max int) (string, error) {
+	v := r.URL.Query().Get(name)
+	return v, checkText(name, v, max)
+}
+
+// Bounds of the search filters: how many values, and each value's length.
+const (
+	maxFilterValues = 100
+	maxFilterValue  = maxSourceField
+)
+
 // listQuery reads a filter given as repeated parameters or a comma list;
 // absent is nil (no filter), present but empty is an empty filter.
-func listQuery(r *http.Request, name string) []string {
+func listQuery(r *http.Request, name string) ([]string, error) {
 	vals, ok := r.URL.Query()[name]
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	out := []string{}
 	for _, v := range vals {
-		for _, part := range strings.Split(v, ",") {
+		for part := range strings.SplitSeq(v, ",") {
 			if part = strings.TrimSpace(part); part != "" {
+				if err := checkText(name, part, maxFilterValue); err != nil {
+					return nil, err
+				}
 				out = append(out, part)
 			}
 		}
+		if len(out) > maxFilterValues {
+			return nil, fmt.Errorf("%w: more than %d values of %s", errBadRequest, maxFilterValues, name)
+		}
 	}
-	return out
+	return out, nil
 }
 
 func intQuery(r *http.Request, name string, def, lo, hi int) (int, error) {
@@ -369,10 +426,13 @@ func intQuery(r *http.Request, name string, def, lo, hi int) (int, error) {
 	return n, nil
 }
 
+// maxSearchQuery bounds q of a search.
+const maxSearchQuery = 4096
+
 func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query().Get("q")
-	if len(q) > 4096 {
-		return fmt.Errorf("%w: q longer than 4096 bytes", errBadRequest)
+	q, err := textQuery(r, "q", maxSearchQuery)
+	if err != nil {
+		return err
 	}
 	limit, err := intQuery(r, "limit", 20, 1, 500)
 	if err != nil {
@@ -382,9 +442,14 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	var filters [3][]string
+	for i, name := range []string{"source", "exclude_source", "role"} {
+		if filters[i], err = listQuery(r, name); err != nil {
+			return err
+		}
+	}
 	results, err := s.Transcripts.Search(r.Context(), transcripts.SearchQuery{
-		Query: q, Sources: listQuery(r, "source"), ExcludeSources: listQuery(r, "exclude_source"),
-		Roles: listQuery(r, "role"), Limit: limit, Offset: offset,
+		Query: q, Sources: filters[0], ExcludeSources: filters[1], Roles: filters[2], Limit: limit, Offset: offset,
 	})
 	if err != nil {
 		return err
@@ -425,7 +490,11 @@ func (s *Server) exportSession(w http.ResponseWriter, r *http.Request, id sessio
 }
 
 func (s *Server) exportAll(w http.ResponseWriter, r *http.Request) error {
-	out, err := s.Transcripts.ExportAll(r.Context(), r.URL.Query().Get("source"))
+	source, err := textQuery(r, "source", maxSourceField)
+	if err != nil {
+		return err
+	}
+	out, err := s.Transcripts.ExportAll(r.Context(), source)
 	if err != nil {
 		return err
 	}

@@ -353,9 +353,12 @@ func (p *fakePruner) Vacuum(context.Context) error {
 // existsIndex says every session exists.
 type existsIndex struct{}
 
-func (existsIndex) SessionExists(context.Context, string) (bool, error)    { return true, nil }
-func (existsIndex) TitleOwner(context.Context, string) (string, error)     { return "", nil }
-func (existsIndex) LaneOfSession(context.Context, string) (string, error)  { return "", nil }
+func (existsIndex) SessionExists(context.Context, string) (bool, error)   { return true, nil }
+func (existsIndex) TitleOwner(context.Context, string) (string, error)    { return "", nil }
+func (existsIndex) LaneOfSession(context.Context, string) (string, error) { return "", nil }
+func (existsIndex) SessionTotals(context.Context, string) (commands.SessionTotals, error) {
+	return commands.SessionTotals{}, nil
+}
 func (m *memoryPruneLog) LastAutoPrune(context.Context) (time.Time, error) { return m.last, nil }
 func (m *memoryPruneLog) RecordAutoPrune(_ context.Context, r commands.AutoPruneRun) error {
 	m.last = r.At

@@ -28,6 +28,16 @@ type TranscriptIndex interface {
 	// LaneOfSession returns the key of the lane whose current session is
 	// sessionID, or "" when no lane is on it.
 	LaneOfSession(ctx context.Context, sessionID string) (string, error)
+	// SessionTotals returns the running sums of an existing session's
+	// metadata (zero for a session without any).
+	SessionTotals(ctx context.Context, sessionID string) (SessionTotals, error)
+}
+
+// SessionTotals are the sums that metadata updates add to (Hermes'
+// update_token_counts): UpdateMetadata keeps each within its bound.
+type SessionTotals struct {
+	InputTokens, OutputTokens, CacheReadTokens, CacheWriteTokens, ReasoningTokens, APICallCount int64
+	EstimatedCostUSD, ActualCostUSD                                                             float64
 }
 
 // TranscriptCommands appends transcript events. Session ids come from
@@ -38,6 +48,10 @@ type TranscriptCommands struct {
 	// titles serialises title changes so the uniqueness check and the
 	// append cannot interleave (the read model may not fail on a duplicate).
 	titles sync.Mutex
+	// metadata serialises metadata updates so the check of the totals and
+	// the append cannot interleave (two reports could pass the bound
+	// together).
+	metadata sync.Mutex
 }
 
 // Transcripts returns the transcript commands over index.
@@ -229,11 +243,18 @@ func (t *TranscriptCommands) SetTitle(ctx context.Context, c SetTitle) (uint64, 
 type UpdateMetadata struct {
 	// Update names the session (Update.SessionID) and carries the facts;
 	// its At is set by the command.
-	Update    events.SessionMetadataUpdated
+	Update events.SessionMetadataUpdated
+	// Sync makes the index current (read your writes): it is called under
+	// the metadata lock before the totals are read and after the append.
+	Sync      func(context.Context) error
 	CommandID string
 }
 
 // UpdateMetadata records a session's metadata and returns the position.
+// Counts and costs add to the session's totals: a report that is negative,
+// not finite, or would take a total past domain.MaxTokens or
+// domain.MaxCostUSD is refused with domain.ErrInvalidArgument, and nothing
+// is appended.
 func (t *TranscriptCommands) UpdateMetadata(ctx context.Context, c UpdateMetadata) (uint64, error) {
 	u := c.Update
 	if err := t.existing(ctx, u.SessionID); err != nil {
@@ -247,16 +268,61 @@ func (t *TranscriptCommands) UpdateMetadata(ctx context.Context, c UpdateMetadat
 			return 0, fmt.Errorf("parent: %w", err)
 		}
 	}
-	for name, v := range map[string]int64{"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens,
-		"cache_read_tokens": u.CacheReadTokens, "cache_write_tokens": u.CacheWriteTokens,
-		"reasoning_tokens": u.ReasoningTokens, "api_call_count": u.APICallCount} {
-		if v < 0 {
-			return 0, fmt.Errorf("%w: %s is negative", domain.ErrInvalidArgument, name)
-		}
+	sync := c.Sync
+	if sync == nil {
+		sync = func(context.Context) error { return nil }
+	}
+	t.metadata.Lock()
+	defer t.metadata.Unlock()
+	if err := sync(ctx); err != nil {
+		return 0, err
+	}
+	totals, err := t.index.SessionTotals(ctx, u.SessionID)
+	if err != nil {
+		return 0, fmt.Errorf("totals of session %s: %w", u.SessionID, err)
+	}
+	if err := checkMetadataTotals(totals, u); err != nil {
+		return 0, err
 	}
 	u.At = t.h.now()
 	res, err := t.append(ctx, u.SessionID, "update_session_metadata", c.CommandID, u)
-	return res.LastPosition(), err
+	if err != nil {
+		return 0, err
+	}
+	// Hold the lock until the read model has the new totals.
+	return res.LastPosition(), sync(ctx)
+}
+
+// checkMetadataTotals checks each count and cost of u against the total it
+// adds to.
+func checkMetadataTotals(totals SessionTotals, u events.SessionMetadataUpdated) error {
+	for _, c := range []struct {
+		name         string
+		total, value int64
+	}{
+		{"input_tokens", totals.InputTokens, u.InputTokens}, {"output_tokens", totals.OutputTokens, u.OutputTokens},
+		{"cache_read_tokens", totals.CacheReadTokens, u.CacheReadTokens}, {"cache_write_tokens", totals.CacheWriteTokens, u.CacheWriteTokens},
+		{"reasoning_tokens", totals.ReasoningTokens, u.ReasoningTokens}, {"api_call_count", totals.APICallCount, u.APICallCount},
+	} {
+		if err := domain.CheckTokens(c.name, c.total, c.value); err != nil {
+			return err
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		total float64
+		value *float64
+	}{
+		{"estimated_cost_usd", totals.EstimatedCostUSD, u.EstimatedCostUSD}, {"actual_cost_usd", totals.ActualCostUSD, u.ActualCostUSD},
+	} {
+		if c.value == nil {
+			continue
+		}
+		if err := domain.CheckCost(c.name, c.total, *c.value); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ClearTranscript deletes a session's messages, keeping the session.

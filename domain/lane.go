@@ -133,12 +133,8 @@ func Evolve(l Lane, e events.Event) Lane {
 		l.TurnStartedAt = e.At
 		l.UpdatedAt = e.At
 	case events.TurnCompleted:
-		l.InputTokens += e.InputTokens
-		l.OutputTokens += e.OutputTokens
-		l.CacheReadTokens += e.CacheReadTokens
-		l.CacheWriteTokens += e.CacheWriteTokens
-		l.TotalTokens += e.InputTokens + e.OutputTokens
-		l.EstimatedCostUSD += e.EstimatedCostUSD
+		// Sums saturate and absurd values are left out (clamp.go).
+		l, _ = l.addUsage(e)
 		if e.CostStatus != "" {
 			l.CostStatus = e.CostStatus
 		}

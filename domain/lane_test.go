@@ -431,6 +431,46 @@ func TestLane_Transitions(t *testing.T) {
 			ThenErr: domain.ErrInvalidArgument,
 		},
 		{
+			Name:  "a cost of 1e308 is refused (the poison pill of issue [V])",
+			Given: []events.Event{created(t0)},
+			When: func(l domain.Lane) ([]events.Event, error) {
+				return l.CompleteTurn(domain.TurnOutcome{EstimatedCostUSD: 1e308}, soon)
+			},
+			ThenErr: domain.ErrInvalidArgument,
+		},
+		{
+			Name:  "a cost that would take the lane's total past MaxCostUSD is refused",
+			Given: []events.Event{created(t0), events.TurnCompleted{SessionID: sid, EstimatedCostUSD: 6e8, At: t0}},
+			When: func(l domain.Lane) ([]events.Event, error) {
+				return l.CompleteTurn(domain.TurnOutcome{EstimatedCostUSD: 6e8}, soon)
+			},
+			ThenErr: domain.ErrInvalidArgument,
+		},
+		{
+			Name:  "tokens that would take a total past MaxTokens are refused (no wrap to -2)",
+			Given: []events.Event{created(t0), events.TurnCompleted{SessionID: sid, InputTokens: domain.MaxTokens, At: t0}},
+			When: func(l domain.Lane) ([]events.Event, error) {
+				return l.CompleteTurn(domain.TurnOutcome{InputTokens: 1}, soon)
+			},
+			ThenErr: domain.ErrInvalidArgument,
+		},
+		{
+			Name:  "output tokens that would take total_tokens past MaxTokens are refused",
+			Given: []events.Event{created(t0), events.TurnCompleted{SessionID: sid, InputTokens: domain.MaxTokens, At: t0}},
+			When: func(l domain.Lane) ([]events.Event, error) {
+				return l.CompleteTurn(domain.TurnOutcome{OutputTokens: 1}, soon)
+			},
+			ThenErr: domain.ErrInvalidArgument,
+		},
+		{
+			Name:  "a turn that reaches the bounds exactly is recorded",
+			Given: []events.Event{created(t0), events.TurnCompleted{SessionID: sid, InputTokens: domain.MaxTokens - 1, EstimatedCostUSD: domain.MaxCostUSD - 1, At: t0}},
+			When: func(l domain.Lane) ([]events.Event, error) {
+				return l.CompleteTurn(domain.TurnOutcome{InputTokens: 1, EstimatedCostUSD: 1}, soon)
+			},
+			Then: []events.Event{events.TurnCompleted{SessionID: sid, InputTokens: 1, EstimatedCostUSD: 1, At: soon}},
+		},
+		{
 			Name:  "active processes change",
 			Given: []events.Event{created(t0)},
 			When:  func(l domain.Lane) ([]events.Event, error) { return l.SetActiveProcesses(2, soon) },

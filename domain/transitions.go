@@ -124,8 +124,10 @@ func (l Lane) ClearResumePending(now time.Time) ([]events.Event, error) {
 // Touch decides update_session: activity that pushes back the idle deadline,
 // optionally recording the last prompt size (0 is allowed and resets it).
 func (l Lane) Touch(lastPromptTokens *int64, now time.Time) ([]events.Event, error) {
-	if lastPromptTokens != nil && *lastPromptTokens < 0 {
-		return nil, fmt.Errorf("%w: last_prompt_tokens %d is negative", ErrInvalidArgument, *lastPromptTokens)
+	if lastPromptTokens != nil {
+		if err := CheckTokens("last_prompt_tokens", 0, *lastPromptTokens); err != nil {
+			return nil, err
+		}
 	}
 	if !l.Exists() {
 		return nil, ErrLaneNotFound
@@ -167,23 +169,31 @@ type TurnOutcome struct {
 // successful turn also clears a resume-pending mark (the resumed
 // conversation went through).
 func (l Lane) CompleteTurn(o TurnOutcome, now time.Time) ([]events.Event, error) {
+	// Each delta is checked against the total it adds to: no sum of the
+	// lane can pass MaxTokens or MaxCostUSD (see CheckTokens).
 	counts := []struct {
-		name  string
-		value int64
+		name         string
+		total, value int64
 	}{
-		{"input_tokens", o.InputTokens}, {"output_tokens", o.OutputTokens},
-		{"cache_read_tokens", o.CacheReadTokens}, {"cache_write_tokens", o.CacheWriteTokens},
+		{"input_tokens", l.InputTokens, o.InputTokens}, {"output_tokens", l.OutputTokens, o.OutputTokens},
+		{"cache_read_tokens", l.CacheReadTokens, o.CacheReadTokens}, {"cache_write_tokens", l.CacheWriteTokens, o.CacheWriteTokens},
 	}
 	for _, c := range counts {
-		if c.value < 0 {
-			return nil, fmt.Errorf("%w: %s %d is negative", ErrInvalidArgument, c.name, c.value)
+		if err := CheckTokens(c.name, c.total, c.value); err != nil {
+			return nil, err
 		}
 	}
-	if o.EstimatedCostUSD < 0 {
-		return nil, fmt.Errorf("%w: estimated_cost_usd %g is negative", ErrInvalidArgument, o.EstimatedCostUSD)
+	// Both are at most MaxTokens here, so their sum cannot overflow.
+	if err := CheckTokens("input_tokens + output_tokens", l.TotalTokens, o.InputTokens+o.OutputTokens); err != nil {
+		return nil, err
 	}
-	if o.LastPromptTokens != nil && *o.LastPromptTokens < 0 {
-		return nil, fmt.Errorf("%w: last_prompt_tokens %d is negative", ErrInvalidArgument, *o.LastPromptTokens)
+	if err := CheckCost("estimated_cost_usd", l.EstimatedCostUSD, o.EstimatedCostUSD); err != nil {
+		return nil, err
+	}
+	if o.LastPromptTokens != nil {
+		if err := CheckTokens("last_prompt_tokens", 0, *o.LastPromptTokens); err != nil {
+			return nil, err
+		}
 	}
 	if !l.Exists() {
 		return nil, ErrLaneNotFound

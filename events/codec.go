@@ -12,9 +12,11 @@ import (
 // newer hermes, or not a hermes event at all).
 var ErrUnknownType = errors.New("unknown event type")
 
-// Encode returns the stored JSON of an event.
+// Encode returns the stored JSON of an event. The JSON is valid UTF-8 with
+// no lone surrogate escapes: the agent's raw JSON fields are repaired (see
+// text.go), so invalid text never enters the log.
 func Encode(e Event) ([]byte, error) {
-	data, err := json.Marshal(e)
+	data, err := json.Marshal(validText(e))
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", e.EventType(), err)
 	}
@@ -22,8 +24,20 @@ func Encode(e Event) ([]byte, error) {
 }
 
 // Decode turns stored JSON back into its event, upcasting old shapes to the
-// current one. Every type name ever written keeps a case here.
+// current one. Every string of the event it returns is valid UTF-8, and the
+// raw JSON it carries has no lone surrogate escapes, whatever an older build
+// stored (see text.go).
 func Decode(typ string, data []byte) (Event, error) {
+	e, err := decodeEvent(typ, data)
+	if err != nil {
+		return nil, err
+	}
+	return validText(e), nil
+}
+
+// decodeEvent is Decode before the text repair. Every type name ever
+// written keeps a case here.
+func decodeEvent(typ string, data []byte) (Event, error) {
 	switch typ {
 	case TypeSessionCreated:
 		return decode[SessionCreated](typ, data)

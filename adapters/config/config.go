@@ -66,6 +66,12 @@ type Agent struct {
 	GatewayAutoContinueFreshness time.Duration
 	// RestartDrainTimeout is agent.restart_drain_timeout (seconds).
 	RestartDrainTimeout time.Duration
+	// ShutdownTimeout is agent.shutdown_timeout (seconds): the bound on a
+	// whole stop or restart, from the signal to the exit. The drain waits
+	// at most this less a reserve for recording the stop, whatever
+	// RestartDrainTimeout says, so a service manager never has to kill
+	// hermes (systemd's default TimeoutStopSec is 90 s).
+	ShutdownTimeout time.Duration
 }
 
 // Sessions is the sessions block: pruning of the session database.
@@ -153,6 +159,16 @@ type API struct {
 	// BodyReadTimeout is api.body_read_timeout_seconds: how long reading
 	// one request body may take.
 	BodyReadTimeout time.Duration
+	// MaxConnections is api.max_connections: open connections at once;
+	// further ones wait in the listen backlog until one closes.
+	MaxConnections int
+	// MaxFollowers is api.max_followers: event streams
+	// (GET /v1/events?follow=1) open at once; one more is refused with 503.
+	MaxFollowers int
+	// FollowerBufferBytes is api.follower_buffer_bytes: how much of the
+	// log one event stream may hold for a client that does not keep up
+	// before it is dropped (told where to resume).
+	FollowerBufferBytes int
 }
 
 // Expiry is the expiry block: the background expiry watcher.
@@ -191,6 +207,7 @@ func Default() Config {
 		Agent: Agent{
 			GatewayAutoContinueFreshness: time.Hour,
 			RestartDrainTimeout:          180 * time.Second,
+			ShutdownTimeout:              60 * time.Second,
 		},
 		Sessions: Sessions{
 			RetentionDays:     90,
@@ -199,9 +216,12 @@ func Default() Config {
 			WriteSessionsJSON: true,
 		},
 		API: API{
-			Addr:            "127.0.0.1:8642",
-			MaxBodyBytes:    1 << 20,
-			BodyReadTimeout: 30 * time.Second,
+			Addr:                "127.0.0.1:8642",
+			MaxBodyBytes:        1 << 20,
+			BodyReadTimeout:     30 * time.Second,
+			MaxConnections:      1024,
+			MaxFollowers:        64,
+			FollowerBufferBytes: 1 << 20,
 		},
 		Expiry:   Expiry{Interval: 300 * time.Second},
 		Recovery: Recovery{Recent: 120 * time.Second, StuckLoopThreshold: 3},

@@ -76,11 +76,11 @@ func TestLoadDefaultsWithoutFile(t *testing.T) {
 		GroupSessionsPerUser:   true,
 		ThreadSessionsPerUser:  false,
 		SessionStoreMaxAgeDays: 90,
-		Agent:                  config.Agent{GatewayAutoContinueFreshness: time.Hour, RestartDrainTimeout: 180 * time.Second},
+		Agent:                  config.Agent{GatewayAutoContinueFreshness: time.Hour, RestartDrainTimeout: 180 * time.Second, ShutdownTimeout: time.Minute},
 		Sessions:               config.Sessions{AutoPrune: false, RetentionDays: 90, MinIntervalHours: 24, VacuumAfterPrune: true, WriteSessionsJSON: true},
 		Privacy:                config.Privacy{RedactPII: false},
 		Timezone:               "",
-		API:                    config.API{Addr: "127.0.0.1:8642", Token: "", MaxBodyBytes: 1048576, BodyReadTimeout: 30 * time.Second},
+		API:                    config.API{Addr: "127.0.0.1:8642", Token: "", MaxBodyBytes: 1048576, BodyReadTimeout: 30 * time.Second, MaxConnections: 1024, MaxFollowers: 64, FollowerBufferBytes: 1 << 20},
 		Expiry:                 config.Expiry{Interval: 300 * time.Second},
 		Recovery:               config.Recovery{Recent: 120 * time.Second, StuckLoopThreshold: 3},
 		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
@@ -128,6 +128,7 @@ session_store_max_age_days: 0
 agent:
   gateway_auto_continue_freshness: 0
   restart_drain_timeout: 2.5
+  shutdown_timeout: 20
 sessions:
   auto_prune: true
   retention_days: 30
@@ -142,6 +143,9 @@ api:
   token: 0123456789abcdef
   max_body_bytes: 2048
   body_read_timeout_seconds: 7.5
+  max_connections: 100
+  max_followers: 10
+  follower_buffer_bytes: 65536
 expiry:
   interval_seconds: 60
 recovery:
@@ -167,11 +171,11 @@ profile: coder
 		GroupSessionsPerUser:   false,
 		ThreadSessionsPerUser:  true,
 		SessionStoreMaxAgeDays: 0,
-		Agent:                  config.Agent{GatewayAutoContinueFreshness: 0, RestartDrainTimeout: 2500 * time.Millisecond},
+		Agent:                  config.Agent{GatewayAutoContinueFreshness: 0, RestartDrainTimeout: 2500 * time.Millisecond, ShutdownTimeout: 20 * time.Second},
 		Sessions:               config.Sessions{AutoPrune: true, RetentionDays: 30, MinIntervalHours: 0, VacuumAfterPrune: false, WriteSessionsJSON: false},
 		Privacy:                config.Privacy{RedactPII: true},
 		Timezone:               "Europe/Berlin",
-		API:                    config.API{Addr: "[::1]:9000", Token: "0123456789abcdef", MaxBodyBytes: 2048, BodyReadTimeout: 7500 * time.Millisecond},
+		API:                    config.API{Addr: "[::1]:9000", Token: "0123456789abcdef", MaxBodyBytes: 2048, BodyReadTimeout: 7500 * time.Millisecond, MaxConnections: 100, MaxFollowers: 10, FollowerBufferBytes: 64 << 10},
 		Expiry:                 config.Expiry{Interval: time.Minute},
 		Recovery:               config.Recovery{Recent: 0, StuckLoopThreshold: 5},
 		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},

@@ -17,7 +17,9 @@ const minTokenLength = 16
 // returns. The cross-field rules: api.addr must be host:port, a host other
 // than loopback (127.0.0.0/8, ::1, localhost) needs api.token, and a token
 // must have at least 16 non-space characters and no white space at either
-// end (a blank one would turn auth off while looking set).
+// end (a blank one would turn auth off while looking set), and
+// api.max_followers must stay below api.max_connections (event streams
+// hold their connection, so the other clients always keep room).
 func (c Config) Validate() error {
 	return joinErrors(c.validate())
 }
@@ -38,6 +40,10 @@ func (c Config) validate() []*Error {
 	if host, _, err := net.SplitHostPort(c.API.Addr); err == nil && !isLoopbackHost(host) && c.API.Token == "" {
 		errs = append(errs, &Error{Path: "api.addr",
 			Reason: fmt.Sprintf("%q: binding a non-loopback address requires api.token", c.API.Addr)})
+	}
+	if c.API.MaxFollowers >= c.API.MaxConnections {
+		errs = append(errs, &Error{Path: "api.max_followers",
+			Reason: fmt.Sprintf("%d: must be below api.max_connections (%d), so clients other than event streams keep room", c.API.MaxFollowers, c.API.MaxConnections)})
 	}
 	return errs
 }

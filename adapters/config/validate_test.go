@@ -42,6 +42,12 @@ func TestValidate(t *testing.T) {
 			modify: func(c *config.Config) { c.API.Addr = "[::]:8642" },
 			want:   []config.Error{{Path: "api.addr", Reason: `"[::]:8642": binding a non-loopback address requires api.token`}},
 		},
+		{name: "followers just below connections", modify: func(c *config.Config) { c.API.MaxConnections = 4; c.API.MaxFollowers = 3 }},
+		{
+			name:   "followers as many as connections",
+			modify: func(c *config.Config) { c.API.MaxConnections = 4; c.API.MaxFollowers = 4 },
+			want:   []config.Error{{Path: "api.max_followers", Reason: "4: must be below api.max_connections (4), so clients other than event streams keep room"}},
+		},
 		{name: "token with inner spaces", modify: func(c *config.Config) { c.API.Token = "0123 4567 89ab cdef" }},
 		{
 			name:   "short token",
@@ -166,11 +172,11 @@ func TestDescribe(t *testing.T) {
 		"session_reset.mode", "session_reset.at_hour", "session_reset.idle_minutes", "session_reset.notify",
 		"session_reset.notify_exclude_platforms", "platforms.<name>.session_reset.mode", "reset_by_type.<chat_type>.mode",
 		"group_sessions_per_user", "thread_sessions_per_user", "session_store_max_age_days",
-		"agent.gateway_auto_continue_freshness", "agent.restart_drain_timeout",
+		"agent.gateway_auto_continue_freshness", "agent.restart_drain_timeout", "agent.shutdown_timeout",
 		"sessions.auto_prune", "sessions.retention_days", "sessions.min_interval_hours",
 		"sessions.vacuum_after_prune", "sessions.write_sessions_json", "privacy.redact_pii", "timezone",
 		"api.addr", "api.token", "api.max_body_bytes", "api.allowed_hosts", "api.allowed_origins", "api.body_read_timeout_seconds",
-		"expiry.interval_seconds", "recovery.recent_seconds",
+		"api.max_connections", "api.max_followers", "api.follower_buffer_bytes", "expiry.interval_seconds", "recovery.recent_seconds",
 		"multiplex_profiles", "profile", "gateway.session_reset",
 	} {
 		if !seenKey[k] {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -126,3 +127,8 @@ func (x pruneIndex) TitleOwner(ctx context.Context, title string) (string, error
 }
 
 func (pruneIndex) LaneOfSession(context.Context, string) (string, error) { return "", nil }
+
+// SessionTotals is never asked by the deletions the auto-prune makes.
+func (pruneIndex) SessionTotals(context.Context, string) (commands.SessionTotals, error) {
+	return commands.SessionTotals{}, errors.New("the auto-prune index has no session totals")
+}

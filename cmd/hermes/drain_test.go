@@ -94,6 +94,9 @@ func TestGracefulStopDrainsOpenTurns(t *testing.T) {
 	if !exists(filepath.Join(home, ".clean_shutdown")) {
 		t.Fatal("no .clean_shutdown after a completed drain")
 	}
+	if n := strings.Count(s.stderr.String(), "session_key="+key); n != 1 || !strings.Contains(s.stderr.String(), `msg="drain: turn completed" session_key=`+key) {
+		t.Fatalf("the log names session_key=%s %d times, want once: turn completed\n%s", key, n, s.stderr.String())
+	}
 	s2 := startServer(t, home, nil)
 	if exists(filepath.Join(home, ".clean_shutdown")) {
 		t.Fatal(".clean_shutdown not consumed at start")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"hermes/adapters/config"
@@ -169,42 +170,70 @@ func (rt *runtime) openLanes(ctx context.Context) ([]string, error) {
 // drainPoll is how often the drain looks for turns that completed.
 const drainPoll = 50 * time.Millisecond
 
-// drain stops accepting turns and waits up to agent.restart_drain_timeout
-// for the open ones to complete; those still open are interrupted and
-// marked resume-pending (shutdown_timeout or restart_timeout). It reports
-// whether the drain completed.
-func (rt *runtime) drain(ctx context.Context, restarting bool) bool {
+// maxStopReserve is the most a stop keeps of agent.shutdown_timeout, after
+// the drain, for shutting the HTTP server down and recording the stop.
+const maxStopReserve = 10 * time.Second
+
+// drainTimeout is how long a stop waits for open turns:
+// agent.restart_drain_timeout, but no more than agent.shutdown_timeout less
+// a reserve (a quarter of it, at most 10 s), so the whole stop ends within
+// agent.shutdown_timeout. With the defaults (180 s, 60 s): 50 s.
+func drainTimeout(a config.Agent) time.Duration {
+	reserve := min(maxStopReserve, a.ShutdownTimeout/4)
+	return max(0, min(a.RestartDrainTimeout, a.ShutdownTimeout-reserve))
+}
+
+// drain stops accepting turns and waits up to timeout (drainTimeout) for
+// the open ones to complete; those still open are interrupted and marked
+// resume-pending (shutdown_timeout or restart_timeout). It reports whether
+// the drain completed. It logs one line when it starts, naming the open
+// lanes, one per lane as its turn completes or is interrupted, and one at
+// the end.
+func (rt *runtime) drain(ctx context.Context, restarting bool, timeout time.Duration) bool {
 	ctx = context.WithoutCancel(ctx)
+	began := time.Now()
+	deadline := began.Add(timeout)
 	rt.server.SetDraining(true)
 	// failed: the drain could not see the open turns; the stop is then
 	// not clean, so the next start recovers instead of trusting it.
 	failed := false
-	if err := rt.caughtUp(ctx); err != nil {
-		rt.log.Error("drain: read model", "err", err)
-		failed = true
-	}
-	open, err := rt.openLanes(ctx)
-	if err != nil {
-		rt.log.Error("drain: open turns", "err", err)
-		failed = true
-	}
-	if _, err := rt.handler.RecordGateway(ctx, commands.RecordGateway{Event: events.DrainStarted{Restart: restarting, OpenLanes: nonNilKeys(open), At: rt.now()}}); err != nil {
-		rt.log.Error("drain: record start", "err", err)
-	}
-	deadline := time.Now().Add(rt.cfg.Agent.RestartDrainTimeout)
-	for len(open) > 0 && !failed && time.Now().Before(deadline) {
-		rt.log.Info("draining: waiting for turns to complete", "open", len(open), "left", time.Until(deadline).Round(time.Second))
-		time.Sleep(min(drainPoll, time.Until(deadline)))
-		if err := rt.caughtUp(ctx); err != nil {
+	// look reads the open turns once the read models caught up, giving up
+	// at the deadline (or after a second, when the deadline is that near:
+	// with no time to wait the drain still looks once).
+	look := func() []string {
+		until := deadline
+		if soon := time.Now().Add(time.Second); until.Before(soon) {
+			until = soon
+		}
+		lookCtx, cancel := context.WithDeadline(ctx, until)
+		defer cancel()
+		if err := rt.caughtUp(lookCtx); err != nil {
 			rt.log.Error("drain: read model", "err", err)
 			failed = true
-			break
+			return nil
 		}
-		still, err := rt.openLanes(ctx)
+		open, err := rt.openLanes(lookCtx)
 		if err != nil {
 			rt.log.Error("drain: open turns", "err", err)
 			failed = true
+		}
+		return open
+	}
+	open := look()
+	if _, err := rt.handler.RecordGateway(ctx, commands.RecordGateway{Event: events.DrainStarted{Restart: restarting, OpenLanes: nonNilKeys(open), At: rt.now()}}); err != nil {
+		rt.log.Error("drain: record start", "err", err)
+	}
+	rt.log.Info("draining: no new turns; waiting for the open ones", "open", len(open), "lanes", open, "timeout", timeout)
+	for len(open) > 0 && !failed && time.Now().Before(deadline) {
+		time.Sleep(min(drainPoll, time.Until(deadline)))
+		still := look()
+		if failed {
 			break
+		}
+		for _, key := range open {
+			if !slices.Contains(still, key) {
+				rt.log.Info("drain: turn completed", "session_key", key)
+			}
 		}
 		open = still
 	}
@@ -215,28 +244,28 @@ func (rt *runtime) drain(ctx context.Context, restarting bool) bool {
 	for _, key := range open {
 		if _, err := rt.handler.InterruptTurn(ctx, commands.InterruptTurn{Key: key, Reason: reason}); err != nil {
 			rt.log.Error("drain: interrupt turn", "session_key", key, "err", err)
+			continue
 		}
+		rt.log.Warn("drain: turn still open, interrupted and marked to resume", "session_key", key, "reason", reason)
 	}
 	timedOut := len(open) > 0 || failed
 	if _, err := rt.handler.RecordGateway(ctx, commands.RecordGateway{Event: events.DrainFinished{TimedOut: timedOut, OpenLanes: nonNilKeys(open), At: rt.now()}}); err != nil {
 		rt.log.Error("drain: record finish", "err", err)
 	}
-	if len(open) > 0 {
-		rt.log.Warn("drain timed out: open turns marked to resume", "lanes", open, "reason", reason)
-	}
+	rt.log.Info("drain finished", "timed_out", timedOut, "interrupted", len(open), "took", time.Since(began).Round(time.Millisecond))
 	return !timedOut
 }
 
 // finish records the stop and, only after a completed drain, writes Hermes'
-// .clean_shutdown marker.
-func (rt *runtime) finish(ctx context.Context, clean, restarting bool) {
+// .clean_shutdown marker. It waits for the read models until stopBy at most.
+func (rt *runtime) finish(ctx context.Context, clean, restarting bool, stopBy time.Time) {
 	ctx = context.WithoutCancel(ctx)
 	pos, err := rt.handler.RecordGateway(ctx, commands.RecordGateway{Event: events.GatewayStopped{Clean: clean, Restart: restarting, At: rt.now()}})
 	if err != nil {
 		rt.log.Error("record stop", "err", err)
 		return
 	}
-	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	waitCtx, cancel := context.WithTimeout(ctx, min(10*time.Second, time.Until(stopBy)))
 	defer cancel()
 	if err := rt.runner.WaitFor(waitCtx, pos); err != nil {
 		rt.log.Warn("read model did not catch up before exit", "err", err)

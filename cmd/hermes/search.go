@@ -56,7 +56,7 @@ func freshStateDB(ctx context.Context, h homeLayout) error {
 		return err
 	}
 	defer store.Close()
-	ps, err := openReadModels(h.lanesDB(), h.stateDB(), sessions.Exports{})
+	ps, err := openReadModels(h.lanesDB(), h.stateDB(), sessions.Exports{}, nil)
 	if err != nil {
 		return err
 	}

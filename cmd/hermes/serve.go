@@ -78,6 +78,7 @@ func (d aliasDir) WhatsAppAliases() (map[string][]string, error) {
 type runtime struct {
 	daemonSettings
 	log      *slog.Logger
+	clamps   *clampLogger
 	now      func() time.Time
 	store    events.Store
 	raw      *sqlite.Store
@@ -134,6 +135,7 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 		commands.WithAliases(aliasDir(s.home.whatsappDir())),
 		commands.WithDirectory(rt.lanes))
 	metrics.Observe(rt.runner, rt.lanes)
+	metrics.Register(rt.clamps.count)
 	restart := make(chan struct{}, 1)
 	rt.server = api.New(api.Deps{
 		Commands:        rt.handler,
@@ -151,6 +153,8 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 		Context:         contextSettings(s.cfg, s.home),
 		Browser: api.BrowserPolicy{Addr: s.cfg.API.Addr,
 			AllowedHosts: s.cfg.API.AllowedHosts, AllowedOrigins: s.cfg.API.AllowedOrigins},
+		MaxFollowers:        s.cfg.API.MaxFollowers,
+		FollowerBufferBytes: s.cfg.API.FollowerBufferBytes,
 		Restart: func() {
 			select {
 			case restart <- struct{}{}:
@@ -182,6 +186,9 @@ func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
 	if rt.state, err = transcripts.Open(rt.home.stateDB()); err != nil {
 		return err
 	}
+	rt.clamps = newClampLogger(rt.log)
+	rt.lanes.ReportClampsTo(rt.clamps)
+	rt.state.ReportClampsTo(rt.clamps)
 	if rt.reader, err = transcripts.OpenReader(rt.home.stateDB()); err != nil {
 		return err
 	}
@@ -212,6 +219,7 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", rt.cfg.API.Addr, err)
 	}
+	ln = api.LimitListener(ln, rt.cfg.API.MaxConnections)
 	rt.listener = ln
 	if rt.debugAddr != "" {
 		go serveDebug(rt.debugAddr, rt.log)
@@ -229,6 +237,7 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(rt.log.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(rt.server.CloseStreams) // clients resume with Last-Event-ID
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(ln) }()
 
@@ -270,14 +279,22 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 	case <-ctx.Done():
 	}
 
+	// The whole stop fits in agent.shutdown_timeout; the watchdog is the
+	// last resort should a step hang.
+	stopBy := time.Now().Add(rt.cfg.Agent.ShutdownTimeout)
+	watchdog := time.AfterFunc(rt.cfg.Agent.ShutdownTimeout, func() {
+		rt.log.Error("stop took longer than agent.shutdown_timeout: exiting unclean", "shutdown_timeout", rt.cfg.Agent.ShutdownTimeout)
+		os.Exit(exitFailure)
+	})
+	defer watchdog.Stop()
 	stopBackground() // no expiry pass or webhook delivery during the drain
-	clean := rt.drain(ctx, restarting)
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	clean := rt.drain(ctx, restarting, drainTimeout(rt.cfg.Agent))
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), min(5*time.Second, time.Until(stopBy)/2))
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		srv.Close()
 	}
-	rt.finish(ctx, clean, restarting)
+	rt.finish(ctx, clean, restarting, stopBy)
 	stopRunner()
 	<-runnerDone
 	if err := rt.lanes.Flush(context.Background()); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -94,14 +95,24 @@ func (p *Projection) writeSessionsJSON(ctx context.Context) error {
 	defer rows.Close()
 	var buf bytes.Buffer
 	buf.WriteString("{\n  \"_README\": ")
-	buf.Write(marshalNoEscape(SessionsJSONReadme, ""))
+	readme, err := marshalNoEscape(SessionsJSONReadme, "")
+	if err != nil {
+		return fmt.Errorf("export sessions.json: %w", err)
+	}
+	buf.Write(readme)
 	for rows.Next() {
 		r, err := scanLane(rows)
 		if err != nil {
 			return fmt.Errorf("export sessions.json: %w", err)
 		}
-		key := marshalNoEscape(r.Lane.SessionKey, "")
-		entry := marshalNoEscape(hermesEntry(r.Lane, p.exports.Location), "  ")
+		key, err := marshalNoEscape(r.Lane.SessionKey, "")
+		if err != nil {
+			return fmt.Errorf("export sessions.json: %w", err)
+		}
+		entry, err := marshalNoEscape(hermesEntry(r.Lane, p.exports.Location), "  ")
+		if err != nil {
+			return fmt.Errorf("export sessions.json: lane %q: %w", r.Lane.SessionKey, err)
+		}
 		buf.WriteString(",\n  ")
 		buf.Write(key)
 		buf.WriteString(": ")
@@ -161,7 +172,7 @@ func hermesEntry(l domain.Lane, loc *time.Location) entry {
 		CacheWriteTokens: l.CacheWriteTokens,
 		TotalTokens:      l.TotalTokens,
 		LastPromptTokens: l.LastPromptTokens,
-		EstimatedCostUSD: l.EstimatedCostUSD,
+		EstimatedCostUSD: finiteCost(l.EstimatedCostUSD),
 		CostStatus:       l.CostStatus,
 		MemoryFlushed:    l.ExpiryFinalized,
 		ExpiryFinalized:  l.ExpiryFinalized,
@@ -183,7 +194,7 @@ func hermesEntry(l domain.Lane, loc *time.Location) entry {
 
 // marshalNoEscape encodes v as Python's json.dump does: no HTML escaping
 // of <, > and &, indented by two spaces under prefix when prefix is set.
-func marshalNoEscape(v any, prefix string) []byte {
+func marshalNoEscape(v any, prefix string) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -191,9 +202,19 @@ func marshalNoEscape(v any, prefix string) []byte {
 		enc.SetIndent(prefix, "  ")
 	}
 	if err := enc.Encode(v); err != nil {
-		panic(fmt.Sprintf("encode %T: %v", v, err))
+		return nil, fmt.Errorf("encode %T: %w", v, err)
 	}
-	return bytes.TrimRight(b.Bytes(), "\n")
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// finiteCost is c bounded to [0, domain.MaxCostUSD], NaN as 0: the lane
+// fold never makes a cost sum leave that range, but a JSON file must not
+// fail on a row that did (JSON has no NaN or infinity).
+func finiteCost(c float64) float64 {
+	if math.IsNaN(c) || c < 0 {
+		return 0
+	}
+	return min(c, domain.MaxCostUSD)
 }
 
 func optional(s string) *string {

@@ -25,7 +25,9 @@ import (
 // Name is the versioned name of this projection; bump it when the rows'
 // meaning changes and the read model rebuilds from position 0.
 // v2: a stop drops the restart counts of the lanes it did not cut.
-const Name = "sessions.v2"
+// v3: token sums saturate and absurd costs are quarantined (domain/clamp.go),
+// so a lane row an older build wrapped or made infinite is rebuilt.
+const Name = "sessions.v3"
 
 // Exports are the compatibility files written after applied batches; an
 // empty path disables that file.
@@ -60,6 +62,9 @@ type Projection struct {
 	stopExporter chan struct{}
 	exporterDone chan struct{}
 	exporterOnce sync.Once
+
+	// clamps is told of the values the lane fold clamped; nil drops them.
+	clamps projections.ClampReporter
 }
 
 var _ projections.Projection = (*Projection)(nil)
@@ -90,6 +95,15 @@ func Open(path string, exports Exports) (*Projection, error) {
 	}
 	return &Projection{db: db, exports: exports, kick: make(chan struct{}, 1),
 		stopExporter: make(chan struct{}), exporterDone: make(chan struct{})}, nil
+}
+
+// ReportClampsTo sends the values the lane fold clamps or quarantines
+// (domain.EvolveClamped) to r, after each committed batch. Call it before
+// the first Apply.
+func (p *Projection) ReportClampsTo(r projections.ClampReporter) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clamps = r
 }
 
 // Name implements projections.Projection.
@@ -157,6 +171,8 @@ type batchState struct {
 	// (domain.RunEnds.Counted, kept in meta); nil until read.
 	stopCounted      *bool
 	stopCountedDirty bool
+	// clamps are the values the batch's lane events had clamped.
+	clamps []projections.Clamp
 }
 
 // Apply implements projections.Projection.
@@ -210,6 +226,11 @@ func (p *Projection) Apply(ctx context.Context, batch []events.Envelope) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("apply: commit: %w", err)
 	}
+	if p.clamps != nil {
+		for _, c := range st.clamps {
+			p.clamps.ReportClamp(c)
+		}
+	}
 	if len(st.dirty) > 0 {
 		p.dirtyJSON.Store(true)
 	}
@@ -236,7 +257,12 @@ func (p *Projection) applyLane(ctx context.Context, tx *sql.Tx, st *batchState, 
 	} else if !isTouch {
 		st.touchOnly[key] = false
 	}
-	row.Lane = domain.Evolve(row.Lane, env.Event)
+	var clamps []domain.Clamp
+	row.Lane, clamps = domain.EvolveClamped(row.Lane, env.Event)
+	for _, c := range clamps {
+		st.clamps = append(st.clamps, projections.Clamp{Projection: Name, Stream: env.Stream,
+			Position: env.Position, Field: c.Field, Rule: c.Rule})
+	}
 	row.Version = env.Version
 	st.dirty[key] = true
 	if domain.ClearsRestartCount(env.Event) {

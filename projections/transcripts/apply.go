@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"hermes/events"
+	"hermes/projections"
 )
 
 // Apply folds a batch of envelopes in one transaction and records the
@@ -82,7 +83,21 @@ func (p *Projection) Apply(ctx context.Context, batch []events.Envelope) (err er
 		return fmt.Errorf("apply: commit: %w", err)
 	}
 	committed = true
+	if p.clamps != nil {
+		for _, c := range a.clamps {
+			p.clamps.ReportClamp(c)
+		}
+	}
 	return nil
+}
+
+// ReportClampsTo sends the token and cost values the projection leaves out
+// or caps (see domain/clamp.go) to r, after each committed batch. Call it
+// before the first Apply.
+func (p *Projection) ReportClampsTo(r projections.ClampReporter) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clamps = r
 }
 
 // applier applies the envelopes of one batch inside its transaction.
@@ -100,6 +115,14 @@ type applier struct {
 	known map[string]bool
 	// pending holds appended messages not inserted yet: see flush.
 	pending []pendingMessage
+	// clamps are the values of the batch's events left out or capped.
+	clamps []projections.Clamp
+}
+
+// clamp notes that field of the envelope being applied was clamped.
+func (a *applier) clamp(field, rule string) {
+	a.clamps = append(a.clamps, projections.Clamp{Projection: Name, Stream: a.env.Stream,
+		Position: a.env.Position, Field: field, Rule: rule})
 }
 
 // pendingMessage is a message_appended waiting in the batch.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"hermes/domain"
 	"hermes/events"
 )
 
@@ -432,15 +433,63 @@ func (a *applier) metadataUpdated(e events.SessionMetadataUpdated) error {
 			parent = *e.ParentSessionID
 		}
 	}
-	return a.exec(a.s.updateMetadata,
+	// Counts and costs follow the lane fold's rules (domain/clamp.go): a
+	// negative count or an absurd cost is left out, and the sums saturate
+	// at their caps in the statement.
+	counts := []struct {
+		field string
+		n     int64
+	}{
+		{"input_tokens", e.InputTokens}, {"output_tokens", e.OutputTokens},
+		{"cache_read_tokens", e.CacheReadTokens}, {"cache_write_tokens", e.CacheWriteTokens},
+		{"reasoning_tokens", e.ReasoningTokens}, {"api_call_count", e.APICallCount},
+	}
+	deltas := make([]int64, len(counts))
+	for i, c := range counts {
+		var rule string
+		if deltas[i], rule = domain.TokenDelta(c.n); rule != "" {
+			a.clamp(c.field, rule)
+		}
+	}
+	costs := []struct {
+		field string
+		c     *float64
+	}{{"estimated_cost_usd", e.EstimatedCostUSD}, {"actual_cost_usd", e.ActualCostUSD}}
+	costArgs := make([]any, len(costs))
+	for i, c := range costs {
+		switch {
+		case c.c == nil:
+		case !domain.CostTaken(*c.c):
+			a.clamp(c.field, domain.ClampQuarantined)
+		default:
+			costArgs[i] = *c.c
+		}
+	}
+	var sums [6]int64
+	var costSums [2]sql.NullFloat64
+	err := a.s.updateMetadata.QueryRowContext(a.ctx,
 		nullPtr(e.Model), nullPtr(e.BillingProvider), nullPtr(e.BillingBaseURL), nullPtr(e.BillingMode),
 		nullPtr(e.CostStatus), nullPtr(e.CostSource), nullPtr(e.PricingVersion),
 		nullPtr(e.ModelConfig), nullPtr(e.SystemPrompt),
 		setParent, parent,
-		e.InputTokens, e.OutputTokens, e.CacheReadTokens, e.CacheWriteTokens, e.ReasoningTokens, e.APICallCount,
-		nullPtr(e.EstimatedCostUSD), nullPtr(e.EstimatedCostUSD),
-		nullPtr(e.ActualCostUSD), nullPtr(e.ActualCostUSD),
-		e.SessionID)
+		deltas[0], deltas[1], deltas[2], deltas[3], deltas[4], deltas[5],
+		costArgs[0], costArgs[0], costArgs[1], costArgs[1],
+		e.SessionID).Scan(&sums[0], &sums[1], &sums[2], &sums[3], &sums[4], &sums[5], &costSums[0], &costSums[1])
+	if err != nil {
+		return fmt.Errorf("update metadata: %w", err)
+	}
+	// A sum at its cap after a positive delta saturated (domain.AddTokens).
+	for i, c := range counts {
+		if deltas[i] > 0 && sums[i] == domain.MaxTokens {
+			a.clamp(c.field, domain.ClampSaturated)
+		}
+	}
+	for i, c := range costs {
+		if x, ok := costArgs[i].(float64); ok && x > 0 && costSums[i].Float64 >= domain.MaxCostUSD {
+			a.clamp(c.field, domain.ClampSaturated)
+		}
+	}
+	return nil
 }
 
 func (a *applier) transcriptCleared(e events.TranscriptCleared) error {

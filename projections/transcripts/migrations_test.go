@@ -46,7 +46,7 @@ func TestOpen_stateDBBeforeMigrations(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := conn.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (11);
-		INSERT INTO state_meta (key, value) VALUES ('hermes_projection', 'transcripts.v1'), ('hermes_checkpoint', '7');
+		INSERT INTO state_meta (key, value) VALUES ('hermes_projection', '`+Name+`'), ('hermes_checkpoint', '7');
 		INSERT INTO sessions (id, source, started_at) VALUES ('s1', 'cli', 1.0)`); err != nil {
 		t.Fatal(err)
 	}

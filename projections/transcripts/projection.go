@@ -26,7 +26,10 @@ var (
 // Name is the versioned name of this projection. Bump it when the rows it
 // derives from the same events change: every file with another name is
 // emptied and rebuilt from position 0.
-const Name = "transcripts.v1"
+// v2: token and cost sums are bounded (domain/clamp.go) and the agent's raw
+// JSON is valid text, so a row an older build overflowed, made infinite or
+// stored with invalid UTF-8 is rebuilt.
+const Name = "transcripts.v2"
 
 // SchemaVersion is the Hermes schema version written to schema_version.
 const SchemaVersion = 11
@@ -67,6 +70,7 @@ type Projection struct {
 	name string
 
 	mu     sync.Mutex // serialises Apply and Close
+	clamps projections.ClampReporter
 	wdb    *sql.DB
 	conn   *sql.Conn // the only write connection
 	stmts  *writeStatements

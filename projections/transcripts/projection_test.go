@@ -15,8 +15,8 @@ import (
 
 func TestName(t *testing.T) {
 	p := openTemp(t)
-	if got := p.Name(); got != "transcripts.v1" {
-		t.Fatalf("Name() = %q, want transcripts.v1", got)
+	if got := p.Name(); got != "transcripts.v2" {
+		t.Fatalf("Name() = %q, want transcripts.v2", got)
 	}
 }
 

@@ -299,11 +299,16 @@ type ModelUsage struct {
 }
 
 // TokenStats returns token totals by model (sessions without a model are
-// left out), the most expensive first (no cost last, then by model).
+// left out), the most expensive first (no cost last, then by model). The
+// token totals saturate near the int64 maximum (at the largest float64
+// below it) rather than fail: SQLite's SUM raises an error when an integer
+// sum overflows, so they are summed as floats, exact below 2^53.
 func (r *Reader) TokenStats(ctx context.Context) ([]ModelUsage, error) {
 	rows, err := r.db.QueryContext(ctx, `
-		SELECT model, COUNT(*) AS session_count, COALESCE(SUM(input_tokens), 0) AS total_input,
-			COALESCE(SUM(output_tokens), 0) AS total_output, SUM(estimated_cost_usd) AS total_cost
+		SELECT model, COUNT(*) AS session_count,
+			CAST(MIN(TOTAL(input_tokens), 9223372036854774784.0) AS INTEGER) AS total_input,
+			CAST(MIN(TOTAL(output_tokens), 9223372036854774784.0) AS INTEGER) AS total_output,
+			SUM(estimated_cost_usd) AS total_cost
 		FROM sessions WHERE model IS NOT NULL
 		GROUP BY model ORDER BY total_cost DESC, model`)
 	if err != nil {

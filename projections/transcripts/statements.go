@@ -5,7 +5,18 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+
+	"hermes/domain"
+)
+
+// The caps of the token and cost sums of a session row, as SQL literals
+// (domain/clamp.go). SQLite turns an integer sum that overflows into a
+// REAL, which MIN then brings back to the integer cap.
+var (
+	maxTokensSQL = strconv.FormatInt(domain.MaxTokens, 10)
+	maxCostSQL   = strconv.FormatFloat(domain.MaxCostUSD, 'e', -1, 64)
 )
 
 // writeStatements are prepared once on the write connection and reused by
@@ -72,15 +83,17 @@ func prepareWrites(ctx context.Context, conn *sql.Conn) (*writeStatements, error
 			model_config = COALESCE(?, model_config),
 			system_prompt = COALESCE(?, system_prompt),
 			parent_session_id = CASE WHEN ? THEN ? ELSE parent_session_id END,
-			input_tokens = COALESCE(input_tokens, 0) + ?,
-			output_tokens = COALESCE(output_tokens, 0) + ?,
-			cache_read_tokens = COALESCE(cache_read_tokens, 0) + ?,
-			cache_write_tokens = COALESCE(cache_write_tokens, 0) + ?,
-			reasoning_tokens = COALESCE(reasoning_tokens, 0) + ?,
-			api_call_count = COALESCE(api_call_count, 0) + ?,
-			estimated_cost_usd = CASE WHEN ? IS NULL THEN estimated_cost_usd ELSE COALESCE(estimated_cost_usd, 0) + ? END,
-			actual_cost_usd = CASE WHEN ? IS NULL THEN actual_cost_usd ELSE COALESCE(actual_cost_usd, 0) + ? END
-			WHERE id = ?`},
+			input_tokens = MIN(COALESCE(input_tokens, 0) + ?, ` + maxTokensSQL + `),
+			output_tokens = MIN(COALESCE(output_tokens, 0) + ?, ` + maxTokensSQL + `),
+			cache_read_tokens = MIN(COALESCE(cache_read_tokens, 0) + ?, ` + maxTokensSQL + `),
+			cache_write_tokens = MIN(COALESCE(cache_write_tokens, 0) + ?, ` + maxTokensSQL + `),
+			reasoning_tokens = MIN(COALESCE(reasoning_tokens, 0) + ?, ` + maxTokensSQL + `),
+			api_call_count = MIN(COALESCE(api_call_count, 0) + ?, ` + maxTokensSQL + `),
+			estimated_cost_usd = CASE WHEN ? IS NULL THEN estimated_cost_usd ELSE MIN(COALESCE(estimated_cost_usd, 0) + ?, ` + maxCostSQL + `) END,
+			actual_cost_usd = CASE WHEN ? IS NULL THEN actual_cost_usd ELSE MIN(COALESCE(actual_cost_usd, 0) + ?, ` + maxCostSQL + `) END
+			WHERE id = ?
+			RETURNING input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens,
+				api_call_count, estimated_cost_usd, actual_cost_usd`},
 		{&s.orphanChildren, "UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id = ?"},
 		{&s.deleteSession, "DELETE FROM sessions WHERE id = ?"},
 	} {

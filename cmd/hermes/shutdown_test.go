@@ -1,0 +1,76 @@
+package main
+
+import (
+	"net/url"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"hermes/adapters/config"
+)
+
+func TestDrainTimeout(t *testing.T) {
+	tests := []struct {
+		drain, shutdown, want time.Duration
+	}{
+		{drain: 180 * time.Second, shutdown: 60 * time.Second, want: 50 * time.Second}, // the defaults
+		{drain: 30 * time.Second, shutdown: 60 * time.Second, want: 30 * time.Second},
+		{drain: 180 * time.Second, shutdown: 2 * time.Second, want: 1500 * time.Millisecond},
+		{drain: 0, shutdown: 60 * time.Second, want: 0},
+		{drain: 180 * time.Second, shutdown: 3600 * time.Second, want: 180 * time.Second},
+		{drain: time.Hour, shutdown: 3600 * time.Second, want: 3590 * time.Second},
+	}
+	for _, tc := range tests {
+		got := drainTimeout(config.Agent{RestartDrainTimeout: tc.drain, ShutdownTimeout: tc.shutdown})
+		if got != tc.want {
+			t.Errorf("drainTimeout(restart_drain_timeout %v, shutdown_timeout %v) = %v, want %v", tc.drain, tc.shutdown, got, tc.want)
+		}
+	}
+}
+
+// TestShutdownWithinBound: SIGTERM with a turn that never completes and
+// the default 180 s agent.restart_drain_timeout still exits 0 within
+// agent.shutdown_timeout, the lane marked resume_pending /
+// shutdown_timeout, and the log names the lane once (not once per poll).
+func TestShutdownWithinBound(t *testing.T) {
+	const bound = 2 * time.Second
+	home := t.TempDir()
+	s := startServer(t, home, []string{"HERMES_AGENT_SHUTDOWN_TIMEOUT=2"})
+	key, sid := openTurn(s, "C-bound")
+	before := len(s.stderr.String())
+
+	began := time.Now()
+	if code := s.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit code = %d, want 0\n%s", code, s.stderr.String())
+	}
+	// The margin is for the process to be scheduled and reaped on a busy
+	// machine; the stop itself is bounded by agent.shutdown_timeout.
+	if took := time.Since(began); took > bound+5*time.Second {
+		t.Fatalf("SIGTERM to exit took %v, want within agent.shutdown_timeout (%v) plus a margin\n%s", took, bound, s.stderr.String())
+	}
+	stopLog := s.stderr.String()[before:]
+	var laneLines, drainLines []string
+	for line := range strings.SplitSeq(stopLog, "\n") {
+		if strings.Contains(line, "session_key="+key) {
+			laneLines = append(laneLines, line)
+		}
+		if strings.Contains(line, "drain") {
+			drainLines = append(drainLines, line)
+		}
+	}
+	if len(laneLines) != 1 || !strings.Contains(laneLines[0], "interrupted") || !strings.Contains(laneLines[0], "shutdown_timeout") {
+		t.Errorf("log lines naming session_key=%s = %q, want one: interrupted, shutdown_timeout\n%s", key, laneLines, stopLog)
+	}
+	// Started (listing the lanes), the lane's line, finished.
+	if len(drainLines) != 3 {
+		t.Errorf("drain log lines = %d, want 3 (start, the lane, end):\n%s", len(drainLines), stopLog)
+	}
+
+	s2 := startServer(t, home, nil)
+	var e entry
+	s2.must("GET", "/v1/sessions/"+url.PathEscape(key), nil, &e)
+	if !e.ResumePending || e.ResumeReason == nil || *e.ResumeReason != "shutdown_timeout" || e.SessionID != sid || e.OpenTurnID != nil {
+		t.Fatalf("lane after a bounded stop = %+v, want resume_pending shutdown_timeout on %s", e, sid)
+	}
+}
