@@ -498,12 +498,21 @@ async function follow(from, backoff) {
       while ((cut = buf.indexOf("\n\n")) >= 0) {
         const block = buf.slice(0, cut);
         buf = buf.slice(cut + 2);
-        const ev = { id: 0, data: "" };
+        const ev = { id: 0, type: "", data: "" };
         for (const line of block.split("\n")) {
           if (line.startsWith("id: ")) ev.id = Number(line.slice(4));
+          else if (line.startsWith("event: ")) ev.type = line.slice(7);
           else if (line.startsWith("data: ")) ev.data += line.slice(6);
         }
         if (!ev.data) continue;
+        if (ev.type === "dropped") {
+          // The page fell too far behind: resume where the server says,
+          // and reload what is on screen, which may have missed events.
+          next = JSON.parse(ev.data).resume_from || ev.id + 1;
+          refreshLanesSoon(0);
+          if (lane.key) refreshLaneSoon();
+          throw new Error("dropped");
+        }
         next = ev.id + 1;
         onEvent(JSON.parse(ev.data));
       }
@@ -516,6 +525,7 @@ async function follow(from, backoff) {
 }
 
 function onEvent(env) {
+  if (typeof env.stream !== "string") return;
   if (lane.txFor && env.stream === "transcript-" + lane.txFor && !$("view-lane").hidden) {
     lane.txFor = "";
     showTranscript(lane.index);
