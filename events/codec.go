@@ -104,6 +104,14 @@ func decodeEvent(typ string, data []byte) (Event, error) {
 		return decode[TranscriptEnded](typ, data)
 	case TypeTranscriptReopened:
 		return decode[TranscriptReopened](typ, data)
+	case TypeTranscriptErased:
+		return decode[TranscriptErased](typ, data)
+	case TypeLaneErased:
+		return decode[LaneErased](typ, data)
+	case TypeErasureRequested:
+		return decode[ErasureRequested](typ, data)
+	case TypeErasureCompleted:
+		return decode[ErasureCompleted](typ, data)
 
 	case TypeGatewayStarted:
 		return decode[GatewayStarted](typ, data)

@@ -64,6 +64,10 @@ var allTypes = []string{
 	events.TypeGatewayStopped,
 	events.TypeMarkerHonoured,
 	events.TypeAutoPruneRan,
+	events.TypeTranscriptErased,
+	events.TypeLaneErased,
+	events.TypeErasureRequested,
+	events.TypeErasureCompleted,
 }
 
 func goldenMessage() events.Message {
@@ -205,6 +209,19 @@ func goldenEvents() []events.Event {
 		events.GatewayStopped{Clean: true, Restart: true, At: goldenAt},
 		events.MarkerHonoured{At: goldenAt},
 		events.AutoPruneRan{Pruned: 12, Vacuumed: true, Error: "state.db busy", At: goldenAt},
+		events.TranscriptErased{
+			SessionID: "20260514_093015_a1b2c3d4", Scope: events.EraseTranscript, Reason: events.ErasurePerson,
+			RequestedBy: "dpo@example.invalid", ErasureID: "er_4f1c2d3e", At: goldenAt,
+		},
+		events.LaneErased{
+			ErasureID: "er_4f1c2d3e", QueueTexts: true, Transcripts: []string{"20260514_093015_a1b2c3d4"},
+			Reason: events.ErasurePerson, RequestedBy: "dpo@example.invalid", At: goldenAt,
+		},
+		events.ErasureRequested{
+			ErasureID: "er_4f1c2d3e", Platform: "telegram", UserID: "12345", UserIDAlt: "alt-12345",
+			Reason: events.ErasurePerson, RequestedBy: "dpo@example.invalid", At: goldenAt,
+		},
+		events.ErasureCompleted{ErasureID: "er_4f1c2d3e", Lanes: 2, Transcripts: 3, QueuedItems: 4, Origins: 5, At: goldenAt},
 	}
 }
 

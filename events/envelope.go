@@ -10,6 +10,10 @@ type Metadata struct {
 	Command       string `json:"command,omitempty"`
 	CommandID     string `json:"command_id,omitempty"`
 	CorrelationID string `json:"correlation_id,omitempty"`
+	// Redacted is set on an event whose content an erasure removed: the id
+	// of that erasure event (see [Erasure]). The event keeps its type,
+	// stream, version, position and id.
+	Redacted string `json:"redacted,omitempty"`
 }
 
 // Proposed is an event offered to [Store.Append]: its id (derived from the
