@@ -214,7 +214,7 @@ func goldenEvents() []events.Event {
 			RequestedBy: "dpo@example.invalid", ErasureID: "er_4f1c2d3e", At: goldenAt,
 		},
 		events.LaneErased{
-			ErasureID: "er_4f1c2d3e", QueueTexts: true, Transcripts: []string{"20260514_093015_a1b2c3d4"},
+			ErasureID: "er_4f1c2d3e", QueueTexts: true, Sessions: []string{"20260514_093015_a1b2c3d4", "20260513_080000_deadbeef"}, Transcripts: []string{"20260514_093015_a1b2c3d4"},
 			Reason: events.ErasurePerson, RequestedBy: "dpo@example.invalid", At: goldenAt,
 		},
 		events.ErasureRequested{

@@ -83,8 +83,13 @@ type TranscriptErased struct {
 // The lane's state machine is unchanged: items stay queued, only their
 // content is gone.
 type LaneErased struct {
-	ErasureID   string    `json:"erasure_id"`
-	QueueTexts  bool      `json:"queue_texts"`
+	ErasureID  string `json:"erasure_id"`
+	QueueTexts bool   `json:"queue_texts"`
+	// Sessions are the sessions the lane's events created: their read-model
+	// rows took the lane's origin, whose person fields go.
+	Sessions []string `json:"sessions,omitempty"`
+	// Transcripts are the sessions whose transcripts were erased with the
+	// lane (each has its own transcript.erased).
 	Transcripts []string  `json:"transcripts,omitempty"`
 	Reason      string    `json:"reason"`
 	RequestedBy string    `json:"requested_by,omitempty"`
