@@ -409,7 +409,8 @@ func (w *ExpiryWatcher) autoPrune(ctx context.Context, now time.Time, rep *PassR
 			errs = append(errs, err)
 			break
 		}
-		_, err := w.cfg.Transcripts.DeleteSession(ctx, DeleteSession{SessionID: id, Reason: events.DeletePruned, CommandID: "auto_prune/" + id})
+		_, err := w.cfg.Transcripts.DeleteSession(ctx, DeleteSession{SessionID: id, Reason: events.DeletePruned, CommandID: "auto_prune/" + id,
+			Erasure: events.ErasureRetention, RequestedBy: "expiry watcher"})
 		if errors.Is(err, ErrSessionNotFound) {
 			continue
 		}
