@@ -79,6 +79,7 @@ func newRootCommand() *cobra.Command {
 		newSearchCommand(g),
 		newProjectionsCommand(g),
 		newConfigCommand(g),
+		newForgetCommand(g),
 	)
 	return root
 }

@@ -212,7 +212,7 @@ func (p *tailPrinter) lane(env events.Envelope, show bool) error {
 	changes := entryChanges(before, p.state)
 	_, err := fmt.Fprintf(p.out, "%s  v%-4d %s  %s%s\n",
 		env.Event.OccurredAt().UTC().Format("2006-01-02T15:04:05.000000Z"), env.Version,
-		p.paint(env.Type, typeColor(env.Event)), summarize(env.Event), changes)
+		p.paint(env.Type, typeColor(env.Event)), describe(env), changes)
 	return err
 }
 
@@ -259,7 +259,7 @@ func (p *tailPrinter) transcript(env events.Envelope) error {
 	}
 	_, err := fmt.Fprintf(p.out, "%s  %s  %s  %s\n",
 		env.Event.OccurredAt().UTC().Format("2006-01-02T15:04:05.000000Z"),
-		strings.TrimPrefix(env.Stream, events.TranscriptPrefix), p.paint(env.Type, "2"), summarize(env.Event))
+		strings.TrimPrefix(env.Stream, events.TranscriptPrefix), p.paint(env.Type, "2"), describe(env))
 	return err
 }
 
@@ -290,6 +290,16 @@ func typeColor(e events.Event) string {
 	default:
 		return "36"
 	}
+}
+
+// describe is summarize, marked [erased] when an erasure rewrote the event
+// (its content is gone; what is shown is what is left).
+func describe(env events.Envelope) string {
+	s := summarize(env.Event)
+	if env.Metadata.Redacted != "" {
+		s += " [erased]"
+	}
+	return s
 }
 
 // summarize says what an event is about, in a few words.
@@ -367,9 +377,21 @@ func summarize(e events.Event) string {
 		return "ended: " + e.Reason
 	case events.TranscriptDeleted:
 		return "deleted: " + e.Reason
+	case events.TranscriptErased:
+		return fmt.Sprintf("erased %s (%s%s)", e.Scope, e.Reason, requestedBy(e.RequestedBy))
+	case events.LaneErased:
+		return fmt.Sprintf("person erased %s: origins%s, %d transcripts (%s%s)", e.ErasureID,
+			map[bool]string{true: ", queued texts", false: ""}[e.QueueTexts], len(e.Transcripts), e.Reason, requestedBy(e.RequestedBy))
 	default:
 		return ""
 	}
+}
+
+func requestedBy(who string) string {
+	if who == "" {
+		return ""
+	}
+	return ", requested by " + who
 }
 
 // entryChanges lists the entry fields an event changed, "  {a: x → y}".
