@@ -34,10 +34,9 @@ func (w *writer) erase(reqs []*request) error {
 }
 
 type storedRow struct {
-	position  int64
-	typ       string
-	data, md  string
-	rewritten bool
+	position int64
+	typ      string
+	data, md string
 }
 
 func (w *writer) eraseBefore(stream string, version uint64, x row) error {

@@ -3,10 +3,14 @@ package sqlite
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"hermes/events"
 )
@@ -92,4 +96,52 @@ func TestWithoutEraseMarkerStays(t *testing.T) {
 	if !bytes.Contains(b, []byte(marker)) {
 		t.Error("control: marker not found without an erasure")
 	}
+}
+
+// TestEraseThroughput (run with HERMES_ERASE_BENCH=N, N transcripts of 100
+// messages of about 1 KB each, plus as many other events) measures erasure
+// on a large log: the transcripts erased per second and the megabytes of
+// payload rewritten per second, including the final purge.
+func TestEraseThroughput(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("HERMES_ERASE_BENCH"))
+	if n == 0 {
+		t.Skip("set HERMES_ERASE_BENCH to the number of transcripts")
+	}
+	const perTranscript = 100
+	s := openTemp(t)
+	ctx := t.Context()
+	text := strings.Repeat("lorem ipsum dolor sit amet ", 38) // ~1 KB
+	for i := range n {
+		sid := fmt.Sprintf("s%07d", i)
+		ps := make([]events.Proposed, perTranscript)
+		for j := range ps {
+			ps[j] = events.Proposed{ID: fmt.Sprintf("%s-%d", sid, j), Event: events.MessageAppended{SessionID: sid, At: t0,
+				Message: events.Message{Role: "user", Content: json.RawMessage(`"` + text + `"`)}}}
+		}
+		mustAppend(t, s, "transcript-"+sid, events.NoStream(), ps)
+		mustAppend(t, s, fmt.Sprintf("lane-x%07d", i), events.NoStream(), touch(slices.Collect(func(yield func(string) bool) {
+			for j := range perTranscript {
+				if !yield(fmt.Sprintf("l%07d-%d", i, j)) {
+					return
+				}
+			}
+		})...))
+	}
+	head, _ := s.Head(ctx)
+	start := time.Now()
+	for i := range n {
+		sid := fmt.Sprintf("s%07d", i)
+		mustAppend(t, s, "transcript-"+sid, events.AnyVersion(), []events.Proposed{
+			{ID: "del-" + sid, Event: events.TranscriptDeleted{SessionID: sid, Reason: events.DeleteRequested, At: t0}},
+			{ID: "era-" + sid, Event: events.TranscriptErased{SessionID: sid, Scope: events.EraseTranscript, Reason: events.ErasureOnRequest, At: t0}},
+		})
+	}
+	erased := time.Since(start)
+	if err := s.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	mb := float64(n*perTranscript*len(text)) / 1e6
+	t.Logf("log of %d events: erased %d transcripts (%d messages, %.0f MB of text) in %v (%.0f transcripts/s, %.1f MB/s); with the purge %v",
+		head, n, n*perTranscript, mb, erased.Round(time.Millisecond), float64(n)/erased.Seconds(), mb/erased.Seconds(), took.Round(time.Millisecond))
 }
