@@ -616,6 +616,42 @@ func (q pruneSessionsRequest) validate() error {
 	return checkText("source", q.Source, maxSourceField)
 }
 
+// erasureRequest is POST /v1/erasure: forget a person.
+type erasureRequest struct {
+	Platform    string `json:"platform"`
+	UserID      string `json:"user_id"`
+	UserIDAlt   string `json:"user_id_alt"`
+	Reason      string `json:"reason"`
+	RequestedBy string `json:"requested_by"`
+}
+
+func (q erasureRequest) validate() error {
+	if q.Platform == "" {
+		return fmt.Errorf("%w: platform is required", errBadRequest)
+	}
+	if q.UserID == "" && q.UserIDAlt == "" {
+		return fmt.Errorf("%w: user_id or user_id_alt is required", errBadRequest)
+	}
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{
+		{"platform", q.Platform, maxSourceField}, {"user_id", q.UserID, maxSourceField},
+		{"user_id_alt", q.UserIDAlt, maxSourceField}, {"reason", q.Reason, maxEndReason},
+		{"requested_by", q.RequestedBy, maxSourceField},
+	} {
+		if err := checkText(f.name, f.v, f.max); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (q erasureRequest) command(commandID string) commands.Forget {
+	return commands.Forget{Platform: q.Platform, UserID: q.UserID, UserIDAlt: q.UserIDAlt,
+		Reason: q.Reason, RequestedBy: q.RequestedBy, CommandID: commandID}
+}
+
 // clockRequest is POST /v1/clock: an instant or a forward step.
 type clockRequest struct {
 	Now     *time.Time `json:"now"`

@@ -104,6 +104,10 @@ type ExpiryConfig struct {
 	VacuumAfterPrune     bool          // sessions.vacuum_after_prune
 	Pruner               TranscriptPruner
 	Transcripts          *TranscriptCommands
+	// Purge, after an auto-prune erased transcripts, removes the erased
+	// content from every file (docs/ERASURE.md); nil: the log's own
+	// erasure only.
+	Purge func(ctx context.Context) error
 	// AutoPruneLog makes the last auto-prune time durable; nil keeps it in
 	// memory only, so the first pass after every start may prune.
 	AutoPruneLog AutoPruneLog
@@ -409,7 +413,8 @@ func (w *ExpiryWatcher) autoPrune(ctx context.Context, now time.Time, rep *PassR
 			errs = append(errs, err)
 			break
 		}
-		_, err := w.cfg.Transcripts.DeleteSession(ctx, DeleteSession{SessionID: id, Reason: events.DeletePruned, CommandID: "auto_prune/" + id})
+		_, err := w.cfg.Transcripts.DeleteSession(ctx, DeleteSession{SessionID: id, Reason: events.DeletePruned, CommandID: "auto_prune/" + id,
+			Erasure: events.ErasureRetention, RequestedBy: "expiry watcher"})
 		if errors.Is(err, ErrSessionNotFound) {
 			continue
 		}
@@ -418,6 +423,11 @@ func (w *ExpiryWatcher) autoPrune(ctx context.Context, now time.Time, rep *PassR
 			break
 		}
 		run.Pruned++
+	}
+	if run.Pruned > 0 && w.cfg.Purge != nil {
+		if err := w.cfg.Purge(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("purge erased content: %w", err))
+		}
 	}
 	if run.Pruned > 0 && w.cfg.VacuumAfterPrune && len(errs) == 0 {
 		if err := w.cfg.Pruner.Vacuum(ctx); err != nil {

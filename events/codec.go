@@ -110,6 +110,14 @@ func decodeEvent(typ string, data []byte) (Event, error) {
 		return decode[SessionImported](typ, data)
 	case TypeMessagesImported:
 		return decode[MessagesImported](typ, data)
+	case TypeTranscriptErased:
+		return decode[TranscriptErased](typ, data)
+	case TypeLaneErased:
+		return decode[LaneErased](typ, data)
+	case TypeErasureRequested:
+		return decode[ErasureRequested](typ, data)
+	case TypeErasureCompleted:
+		return decode[ErasureCompleted](typ, data)
 
 	case TypeGatewayStarted:
 		return decode[GatewayStarted](typ, data)

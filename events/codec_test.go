@@ -67,6 +67,10 @@ var allTypes = []string{
 	events.TypeLaneImported,
 	events.TypeSessionImported,
 	events.TypeMessagesImported,
+	events.TypeTranscriptErased,
+	events.TypeLaneErased,
+	events.TypeErasureRequested,
+	events.TypeErasureCompleted,
 }
 
 func goldenMessage() events.Message {
@@ -244,6 +248,19 @@ func goldenEvents() []events.Event {
 			}},
 			At: goldenAt,
 		},
+		events.TranscriptErased{
+			SessionID: "20260514_093015_a1b2c3d4", Scope: events.EraseTranscript, Reason: events.ErasurePerson,
+			RequestedBy: "dpo@example.invalid", ErasureID: "er_4f1c2d3e", At: goldenAt,
+		},
+		events.LaneErased{
+			ErasureID: "er_4f1c2d3e", QueueTexts: true, Sessions: []string{"20260514_093015_a1b2c3d4", "20260513_080000_deadbeef"}, Transcripts: []string{"20260514_093015_a1b2c3d4"},
+			Reason: events.ErasurePerson, RequestedBy: "dpo@example.invalid", At: goldenAt,
+		},
+		events.ErasureRequested{
+			ErasureID: "er_4f1c2d3e", Platform: "telegram", UserID: "12345", UserIDAlt: "alt-12345",
+			Reason: events.ErasurePerson, RequestedBy: "dpo@example.invalid", At: goldenAt,
+		},
+		events.ErasureCompleted{ErasureID: "er_4f1c2d3e", Lanes: 2, Transcripts: 3, QueuedItems: 4, Origins: 5, At: goldenAt},
 	}
 }
 

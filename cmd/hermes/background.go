@@ -66,6 +66,7 @@ func (rt *runtime) startBackground(ctx context.Context) (stop func(), err error)
 		AutoPruneMinInterval: time.Duration(s.MinIntervalHours) * time.Hour,
 		VacuumAfterPrune:     s.VacuumAfterPrune,
 		Pruner:               transcriptPruner{rt},
+		Purge:                rt.purge,
 		Transcripts:          rt.handler.Transcripts(pruneIndex{rt.reader}),
 		AutoPruneLog:         rt.handler, // needs events.AutoPruneRan + Handler.LastAutoPrune/RecordAutoPrune; until then: nil
 		Log:                  func(level slog.Level, msg string, args ...any) { log.Log(context.Background(), level, msg, args...) },

@@ -59,7 +59,10 @@ func (rt *runtime) recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return rt.runner.WaitFor(ctx, pos)
+	if err := rt.runner.WaitFor(ctx, pos); err != nil {
+		return err
+	}
+	return rt.recoverErasures(ctx)
 }
 
 // consumeCleanShutdownMarker honours and removes Hermes' .clean_shutdown.

@@ -82,6 +82,7 @@ func newRootCommand() *cobra.Command {
 		newProjectionsCommand(g),
 		newConfigCommand(g),
 		newImportCommand(g),
+		newForgetCommand(g),
 	)
 	return root
 }

@@ -160,6 +160,7 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 			AllowedHosts: s.cfg.API.AllowedHosts, AllowedOrigins: s.cfg.API.AllowedOrigins},
 		MaxFollowers:        s.cfg.API.MaxFollowers,
 		FollowerBufferBytes: s.cfg.API.FollowerBufferBytes,
+		Purge:               rt.purge,
 		Restart: func() {
 			select {
 			case restart <- struct{}{}:

@@ -211,7 +211,7 @@ func (p *tailPrinter) lane(env events.Envelope, show bool) error {
 	changes := entryChanges(before, p.state)
 	_, err := fmt.Fprintf(p.out, "%s  v%-4d %s  %s%s\n",
 		env.Event.OccurredAt().UTC().Format("2006-01-02T15:04:05.000000Z"), env.Version,
-		p.paint(env.Type, typeColor(env.Event)), domain.Summary(env.Event), changes)
+		p.paint(env.Type, typeColor(env.Event)), describe(env), changes)
 	return err
 }
 
@@ -258,7 +258,7 @@ func (p *tailPrinter) transcript(env events.Envelope) error {
 	}
 	_, err := fmt.Fprintf(p.out, "%s  %s  %s  %s\n",
 		env.Event.OccurredAt().UTC().Format("2006-01-02T15:04:05.000000Z"),
-		strings.TrimPrefix(env.Stream, events.TranscriptPrefix), p.paint(env.Type, "2"), domain.Summary(env.Event))
+		strings.TrimPrefix(env.Stream, events.TranscriptPrefix), p.paint(env.Type, "2"), describe(env))
 	return err
 }
 
@@ -289,6 +289,16 @@ func typeColor(e events.Event) string {
 	default:
 		return "36"
 	}
+}
+
+// describe is domain.Summary, marked [erased] when an erasure rewrote the
+// event (its content is gone; what is shown is what is left).
+func describe(env events.Envelope) string {
+	s := domain.Summary(env.Event)
+	if env.Metadata.Redacted != "" {
+		s += " [erased]"
+	}
+	return s
 }
 
 // entryChanges lists the entry fields an event changed, "  {a: x → y}"

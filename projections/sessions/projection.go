@@ -84,6 +84,8 @@ func Open(path string, exports Exports) (*Projection, error) {
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
+	// A rewritten row (an erased origin) leaves no old bytes in its page.
+	q.Add("_pragma", "secure_delete(1)")
 	q.Add("_txlock", "immediate")
 	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String())
 	if err != nil {
@@ -116,6 +118,35 @@ func (p *Projection) Close() error {
 	p.exporterOnce.Do(func() { close(p.exporterDone) })
 	<-p.exporterDone
 	return p.db.Close()
+}
+
+// Purge removes erased content from every file of lanes.db and from the
+// exports: pending exports are written (sessions.json and the restart
+// counts are replaced by rename), then the WAL is checkpointed into the
+// file and truncated, so no older page image survives. Rows rewritten by an
+// erasure are already zeroed in their pages (secure_delete).
+func (p *Projection) Purge(ctx context.Context) error {
+	if err := p.Flush(ctx); err != nil {
+		return fmt.Errorf("purge sessions read model: %w", err)
+	}
+	for attempt := 1; ; attempt++ {
+		var busy, frames, done int64
+		err := p.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &done)
+		if err == nil && busy == 0 {
+			return nil
+		}
+		if attempt == 50 {
+			if err == nil {
+				err = errors.New("readers kept an older snapshot")
+			}
+			return fmt.Errorf("purge sessions read model: wal checkpoint: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("purge sessions read model: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // Checkpoint implements projections.Projection: a read model written by
