@@ -99,6 +99,7 @@ func (s *Server) transcriptRoutes(rt routes) {
 	rt.get("/export", s.exportAll)
 	rt.get("/stats/tokens", s.tokenStats)
 	rt.post("/maintenance/prune-sessions", s.pruneSessions)
+	s.sessionDBRoutes(rt)
 }
 
 // syncReadModel is read-your-writes for the transcript commands' checks:

@@ -104,6 +104,10 @@ func decodeEvent(typ string, data []byte) (Event, error) {
 		return decode[TranscriptEnded](typ, data)
 	case TypeTranscriptReopened:
 		return decode[TranscriptReopened](typ, data)
+	case TypeTranscriptOpened:
+		return decode[TranscriptOpened](typ, data)
+	case TypeArchivedSet:
+		return decode[ArchivedSet](typ, data)
 
 	case TypeGatewayStarted:
 		return decode[GatewayStarted](typ, data)
