@@ -138,7 +138,9 @@ class SessionDB:
             if v is not None:
                 body[k] = v
         if absolute:
-            body["absolute"] = True
+            raise NotImplementedError(
+                "hermes keeps running token totals from the log; absolute=True is not supported "
+                "(docs/COMPATIBILITY.md)")
         self._patch(session_id, body)
 
     def get_session(self, session_id: str) -> Optional[Dict[str, Any]]:
@@ -410,10 +412,13 @@ class SessionDB:
         return int(self._http.post("/maintenance/prune-sessions", body)["deleted"])
 
     def get_meta(self, key: str) -> Optional[str]:
-        try:
-            return self._http.get(self._p("meta", key)).get("value")
-        except HermesNotFound:
-            return None
+        raise NotImplementedError("hermes has no state_meta endpoint yet (docs/COMPATIBILITY.md)")
 
     def set_meta(self, key: str, value: str) -> None:
-        self._http.put(self._p("meta", key), {"value": value if value is None else str(value)})
+        raise NotImplementedError("hermes has no state_meta endpoint yet (docs/COMPATIBILITY.md)")
+
+    def vacuum(self) -> int:
+        raise NotImplementedError("state.db is hermes' read model; hermes maintains it (docs/COMPATIBILITY.md)")
+
+    def optimize_fts(self) -> int:
+        raise NotImplementedError("state.db is hermes' read model; hermes maintains it (docs/COMPATIBILITY.md)")
