@@ -132,14 +132,13 @@ func (s *Server) openSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	w.WriteHeader(http.StatusOK)
 	return respond(w, struct {
 		transcripts.Session
 		Created bool `json:"created"`
 	}{row, pos > 0})
 }
 
-// listQuery reads the filters of GET /v1/transcripts and its count.
+// listFilters reads the filters of GET /v1/transcripts and its count.
 func listFilters(r *http.Request) (transcripts.ListQuery, error) {
 	var q transcripts.ListQuery
 	var err error
