@@ -342,17 +342,21 @@ func (q suspendRecentRequest) maxAgeSeconds() int64 {
 // maxRetentionDays bounds the day counts of the prunes: 100 years.
 const maxRetentionDays = 36500
 
-// pruneEntriesRequest is POST /v1/maintenance/prune-entries.
+// pruneEntriesRequest is POST /v1/maintenance/prune-entries. As in Hermes'
+// prune_old_entries, max_age_days <= 0 disables pruning (nothing is pruned).
 type pruneEntriesRequest struct {
 	MaxAgeDays *int `json:"max_age_days"`
 }
 
 func (q pruneEntriesRequest) validate() error {
-	if q.MaxAgeDays == nil || *q.MaxAgeDays < 0 || *q.MaxAgeDays > maxRetentionDays {
-		return fmt.Errorf("%w: max_age_days must be an integer between 0 and %d", errBadRequest, maxRetentionDays)
+	if q.MaxAgeDays == nil || *q.MaxAgeDays > maxRetentionDays {
+		return fmt.Errorf("%w: max_age_days must be an integer of at most %d (<= 0 disables pruning)", errBadRequest, maxRetentionDays)
 	}
 	return nil
 }
+
+// disabled reports whether the request asks for no pruning at all.
+func (q pruneEntriesRequest) disabled() bool { return *q.MaxAgeDays <= 0 }
 
 // ackNoticeRequest is POST /v1/sessions/{key}/notice/ack.
 type ackNoticeRequest struct {

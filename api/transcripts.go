@@ -100,6 +100,7 @@ func (s *Server) transcriptRoutes(rt routes) {
 	rt.get("/stats/tokens", s.tokenStats)
 	rt.post("/maintenance/prune-sessions", s.pruneSessions)
 	rt.post("/erasure", s.forget)
+	s.sessionDBRoutes(rt)
 }
 
 // erased waits until the read models have the erasure at pos and purges

@@ -118,6 +118,10 @@ func decodeEvent(typ string, data []byte) (Event, error) {
 		return decode[ErasureRequested](typ, data)
 	case TypeErasureCompleted:
 		return decode[ErasureCompleted](typ, data)
+	case TypeTranscriptOpened:
+		return decode[TranscriptOpened](typ, data)
+	case TypeArchivedSet:
+		return decode[ArchivedSet](typ, data)
 
 	case TypeGatewayStarted:
 		return decode[GatewayStarted](typ, data)
