@@ -313,7 +313,7 @@ func (h *Handler) AdoptDeadRuns(ctx context.Context, c AdoptDeadRuns) ([]Adoptio
 				continue
 			}
 			res, err := h.InterruptTurn(ctx, InterruptTurn{Key: t.Key, TurnID: t.TurnID, AdoptedFrom: node,
-				Reason: events.ResumeRestartInterrupted, CommandID: "adopt/" + node + "/" + t.TurnID})
+				Reason: events.ResumeRestartInterrupted, CommandID: "adopt/" + node + "/" + t.TurnID + "/" + h.node})
 			if err != nil {
 				errs = append(errs, err)
 				continue
