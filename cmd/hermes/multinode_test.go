@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -13,6 +17,7 @@ import (
 	"time"
 
 	"hermes/adapters/eventstore/kurrentdb"
+	"hermes/domain"
 	"hermes/events"
 	emulator "hermes/testfixtures/kurrentdb"
 )
@@ -22,8 +27,9 @@ import (
 // clients resolve the same 1,000 new keys through all nodes at once and
 // exactly one session is created per key; a node SIGKILLed with an open
 // turn recovers it at restart and leaves other nodes' turns alone; every
-// node's read models pass projections verify. It also logs the replication
-// lag between nodes.
+// node's read models pass projections verify; a webhook receiver gets each
+// event of the log exactly once across the three nodes (only the leader
+// delivers). It also logs the replication lag between nodes.
 func TestMultiNodeOnKurrentDBEmulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three hermes serve processes")
@@ -40,8 +46,10 @@ func TestMultiNodeOnKurrentDBEmulator(t *testing.T) {
 	env := func(i int) []string {
 		return []string{"HERMES_STORE_URL=" + storeURL, fmt.Sprintf("HERMES_NODE_ID=n%d", i), "HERMES_RECOVERY_RECENT_SECONDS=0"}
 	}
+	hook := newHookCounter(t)
 	for i := range nodes {
 		homes[i] = filepath.Join(t.TempDir(), fmt.Sprintf("node%d", i))
+		writeHookConfig(t, homes[i], hook.url)
 		servers[i] = startServer(t, homes[i], env(i))
 	}
 
@@ -128,6 +136,16 @@ func TestMultiNodeOnKurrentDBEmulator(t *testing.T) {
 	t.Logf("replication lag between nodes on the emulator (write on one node, first successful read on another, %d samples): p50 %v, p99 %v, max %v",
 		len(lags), lags[len(lags)/2], lags[len(lags)*99/100], lags[len(lags)-1])
 
+	// Webhooks, the normal case: every event delivered, once, whichever
+	// node wrote it. Delivery catches up before node 0 is killed.
+	store2, err := kurrentdb.Open(t.Context(), storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store2.Close()
+	waitForDelivery(t, store2, hook)
+	t.Logf("webhook receiver: %d deliveries of %d distinct events so far", hook.total(), len(hook.counts()))
+
 	// A turn open on node 1 and one on node 0; node 0 dies.
 	openTurn := func(s *server, chat string) string {
 		key := "agent:main:telegram:dm:" + chat
@@ -137,6 +155,7 @@ func TestMultiNodeOnKurrentDBEmulator(t *testing.T) {
 	}
 	mine := openTurn(servers[0], "crash-0")
 	theirs := openTurn(servers[1], "busy-1")
+	waitForDelivery(t, store2, hook) // nothing in flight: the kill is no webhook's business
 	servers[0].kill()
 	servers[0] = startServer(t, homes[0], env(0))
 	var e entry
@@ -154,6 +173,7 @@ func TestMultiNodeOnKurrentDBEmulator(t *testing.T) {
 	}
 	servers[1].must("POST", "/v1/sessions/"+url.PathEscape(theirs)+"/turns", map[string]any{"input_tokens": 1, "output_tokens": 1}, nil)
 
+	waitForDelivery(t, store2, hook)
 	for i, s := range servers {
 		if code := s.stop(syscall.SIGTERM); code != 0 {
 			t.Fatalf("node %d exited %d:\n%s", i, code, s.stderr.String())
@@ -163,6 +183,160 @@ func TestMultiNodeOnKurrentDBEmulator(t *testing.T) {
 		out, _ := hermes(t, 0, "projections", "verify", "--home", homes[i], "--store", storeURL)
 		t.Logf("node %d: %s", i, out)
 	}
+
+	// The whole run: every event up to the checkpoint the last leader
+	// released delivered exactly once, lease events never.
+	lease := lastLease(t, store2)
+	want, err := deliverable(t.Context(), store2, lease.Delivered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := hook.counts()
+	dups, missing := 0, 0
+	for id, n := range got {
+		if n != 1 {
+			dups++
+			if dups <= 5 {
+				t.Errorf("event %s delivered %d times, want once", id, n)
+			}
+		}
+	}
+	for _, id := range want {
+		if got[id] == 0 {
+			missing++
+			if missing <= 5 {
+				t.Errorf("event %s never delivered", id)
+			}
+		}
+	}
+	if dups > 0 || missing > 0 || len(got) < len(want) {
+		t.Errorf("webhook receiver: %d distinct events (%d deliveries), %d duplicated, %d missing of %d up to the released checkpoint",
+			len(got), hook.total(), dups, missing, len(want))
+	}
+	t.Logf("webhook receiver: %d deliveries of %d distinct events; %d events up to the released checkpoint %d (held last by %s); none twice",
+		hook.total(), len(got), len(want), lease.Delivered, lease.Holder)
+}
+
+// hookCounter is a loopback webhook receiver counting deliveries by
+// X-Hermes-Event-Id.
+type hookCounter struct {
+	url string
+	mu  sync.Mutex
+	n   map[string]int
+}
+
+func newHookCounter(t *testing.T) *hookCounter {
+	t.Helper()
+	h := &hookCounter{n: map[string]int{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		h.mu.Lock()
+		h.n[r.Header.Get("X-Hermes-Event-Id")]++
+		h.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	h.url = srv.URL + "/hook"
+	return h
+}
+
+func (h *hookCounter) counts() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.n)
+}
+
+func (h *hookCounter) total() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, c := range h.n {
+		n += c
+	}
+	return n
+}
+
+// writeHookConfig writes home's config.yaml: one webhook to url, for the
+// whole log.
+func writeHookConfig(t *testing.T, home, url string) {
+	t.Helper()
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "hooks:\n  start_at_head: false\n  webhooks:\n    - name: count\n      url: " + url + "\n"
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deliverable lists the ids of the events a webhook for the whole log
+// gets, up to position upTo: all but lease events.
+func deliverable(ctx context.Context, store events.Store, upTo uint64) ([]string, error) {
+	var ids []string
+	var after uint64
+	for {
+		page, err := store.ReadAll(ctx, after, 4096)
+		if err != nil {
+			return nil, err
+		}
+		for _, env := range page {
+			after = env.Position
+			if env.Position > upTo {
+				return ids, nil
+			}
+			if !events.IsLeaseType(env.Type) {
+				ids = append(ids, env.ID)
+			}
+		}
+		if len(page) < 4096 {
+			return ids, nil
+		}
+	}
+}
+
+// waitForDelivery waits until the receiver got every deliverable event up
+// to the log's head at the call.
+func waitForDelivery(t *testing.T, store events.Store, hook *hookCounter) {
+	t.Helper()
+	head, err := store.Head(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := deliverable(t.Context(), store, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		got := hook.counts()
+		missing := 0
+		for _, id := range want {
+			if got[id] == 0 {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("webhook receiver still misses %d of %d events after 3 minutes", missing, len(want))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// lastLease is the leader lease as the log holds it.
+func lastLease(t *testing.T, store events.Store) domain.Lease {
+	t.Helper()
+	envs, err := store.ReadStream(t.Context(), events.LeaderLease, 1, 1<<20, events.Forwards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l domain.Lease
+	for _, env := range envs {
+		l = l.Evolve(env.Event)
+	}
+	return l
 }
 
 // replicationLag resolves n new keys, each on one node, and measures how
