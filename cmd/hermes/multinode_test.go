@@ -378,3 +378,135 @@ func waitFor(t *testing.T, ok func() bool, what string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestMultiNodeAdoptionOnKurrentDBEmulator: a node SIGKILLed with an open
+// turn and never restarted has its run adopted by a surviving node once its
+// lease expired, by the survivors' clocks: the turn is closed and marked
+// to resume exactly once, and gateway-<dead> records one adoption. The
+// nodes run manual clocks (node.lease_seconds 3, renewed every second of
+// them), moved with POST /v1/clock; each step waits for the node's renewal
+// in the log before the next node's clock moves.
+func TestMultiNodeAdoptionOnKurrentDBEmulator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three hermes serve processes")
+	}
+	srv, err := emulator.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	storeURL := srv.URL()
+	store, err := kurrentdb.Open(t.Context(), storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	const ttl = 3 * time.Second
+	names := []string{"a0", "a1", "dead"}
+	servers := make([]*server, len(names))
+	homes := make([]string, len(names))
+	for i, name := range names {
+		homes[i] = filepath.Join(t.TempDir(), name)
+		servers[i] = startServer(t, homes[i], []string{"HERMES_STORE_URL=" + storeURL, "HERMES_NODE_ID=" + name,
+			"HERMES_NODE_LEASE_SECONDS=3", "HERMES_RECOVERY_RECENT_SECONDS=0"}, "--clock=manual")
+	}
+	// One time for all: every clock is moved to base, past each start.
+	base := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	setClock := func(i int, to time.Time) {
+		t.Helper()
+		servers[i].must("POST", "/v1/clock", map[string]any{"now": to.Format(time.RFC3339Nano)}, nil)
+		waitFor(t, func() bool { return renewedAt(t, store, names[i], to) }, names[i]+"'s lease renewal at "+to.String())
+	}
+	for i := range servers {
+		setClock(i, base)
+	}
+
+	chat := "adopt-me"
+	key := "agent:main:telegram:dm:" + chat
+	servers[2].must("POST", "/v1/sessions/resolve", map[string]any{"source": map[string]any{"platform": "telegram", "chat_id": chat, "chat_type": "dm"}}, nil)
+	servers[2].must("POST", "/v1/sessions/"+url.PathEscape(key)+"/turns/start", map[string]any{"turn_id": "t-" + chat}, nil)
+	servers[2].kill()
+
+	// The survivors' clocks move a third of the lease at a time; the dead
+	// node's lease (until base + 3 s) runs out at the third step.
+	for step := 1; step <= 4; step++ {
+		for i := range 2 {
+			setClock(i, base.Add(time.Duration(step)*ttl/3))
+		}
+	}
+	var e entry
+	waitFor(t, func() bool {
+		return servers[0].call("GET", "/v1/sessions/"+url.PathEscape(key), nil, &e) == http.StatusOK && e.OpenTurnID == nil
+	}, "the dead node's turn to be closed by an adopter")
+	if !e.ResumePending || e.ResumeReason == nil || *e.ResumeReason != events.ResumeRestartInterrupted {
+		t.Errorf("adopted lane = %+v, want resume pending (restart_interrupted)", e)
+	}
+	// One more round on each survivor: nothing is adopted twice.
+	for i := range 2 {
+		setClock(i, base.Add(5*ttl/3))
+	}
+
+	gw, err := store.ReadStream(t.Context(), events.GatewayStreamOf("dead"), 1, 1000, events.Forwards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var adoptions []events.RunAdopted
+	for _, env := range gw {
+		if a, ok := env.Event.(events.RunAdopted); ok {
+			adoptions = append(adoptions, a)
+		}
+	}
+	if len(adoptions) != 1 || !slices.Equal(adoptions[0].OpenLanes, []string{key}) || adoptions[0].By == "dead" {
+		t.Errorf("gateway-dead adoptions = %+v, want one by a survivor listing %s", adoptions, key)
+	}
+	lane, err := store.ReadStream(t.Context(), events.LaneStream(key), 1, 1000, events.Forwards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	interrupted := 0
+	for _, env := range lane {
+		if _, ok := env.Event.(events.TurnInterrupted); ok {
+			interrupted++
+			if env.Metadata.Command != "adopt_turn" || len(adoptions) == 1 && env.Metadata.Node != adoptions[0].By {
+				t.Errorf("turn_interrupted metadata = %+v, want command adopt_turn by the adopter", env.Metadata)
+			}
+		}
+	}
+	if interrupted != 1 {
+		t.Errorf("lane holds %d turn_interrupted, want 1", interrupted)
+	}
+	if len(adoptions) == 1 {
+		t.Logf("node %s adopted the dead node's run (its lease ran out at %s): %v", adoptions[0].By, adoptions[0].LeaseUntil.Format(time.RFC3339), adoptions[0].OpenLanes)
+	}
+
+	for i := range 2 {
+		if code := servers[i].stop(syscall.SIGTERM); code != 0 {
+			t.Fatalf("node %s exited %d:\n%s", names[i], code, servers[i].stderr.String())
+		}
+		out, _ := hermes(t, 0, "projections", "verify", "--home", homes[i], "--store", storeURL)
+		t.Logf("node %s: %s", names[i], out)
+	}
+}
+
+// renewedAt reports whether node's gateway stream holds a lease event
+// written at its clock's time at.
+func renewedAt(t *testing.T, store events.Store, node string, at time.Time) bool {
+	t.Helper()
+	last, err := store.ReadStream(t.Context(), events.GatewayStreamOf(node), 0, 8, events.Backwards)
+	if err != nil {
+		return false
+	}
+	for _, env := range last {
+		switch e := env.Event.(type) {
+		case events.LeaseRenewed:
+			if e.At.Equal(at) {
+				return true
+			}
+		case events.LeaseAcquired:
+			if e.At.Equal(at) {
+				return true
+			}
+		}
+	}
+	return false
+}
