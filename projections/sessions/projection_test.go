@@ -277,7 +277,7 @@ func TestProjection_StuckLoopCounts(t *testing.T) {
 			wantStuck: []string{laneA},
 		},
 		{
-			name: "several nodes: one node's counted drain does not hide another node's crash",
+			name:  "several nodes: one node's counted drain does not hide another node's crash",
 			given: []step{of("n1", started()), of("n2", started()), of("n1", drained(laneA)), of("n2", crashed(laneB))},
 			want:  map[string]int{laneA: 1, laneB: 1},
 		},
