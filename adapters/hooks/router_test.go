@@ -601,7 +601,11 @@ func TestRouter_TakeoverFromSharedCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := runRouter(t, a)
-	waitFor(t, "the first holder to deliver", func() bool { return hasAll(acceptedIDs(rcv), first) })
+	headA, _ := store.Head(ctx)
+	waitFor(t, "the first holder to deliver and record it", func() bool {
+		cp, _ := a.Checkpoint()
+		return cp == headA
+	})
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
