@@ -137,6 +137,15 @@ func decodeEvent(typ string, data []byte) (Event, error) {
 		return decode[MarkerHonoured](typ, data)
 	case TypeAutoPruneRan:
 		return decode[AutoPruneRan](typ, data)
+	case TypeRunAdopted:
+		return decode[RunAdopted](typ, data)
+
+	case TypeLeaseAcquired:
+		return decode[LeaseAcquired](typ, data)
+	case TypeLeaseRenewed:
+		return decode[LeaseRenewed](typ, data)
+	case TypeLeaseReleased:
+		return decode[LeaseReleased](typ, data)
 	}
 	return nil, fmt.Errorf("decode %q: %w", typ, ErrUnknownType)
 }

@@ -62,6 +62,10 @@ type Node struct {
 	// one store (its gateway stream is gateway-<id>); "" derives it from
 	// the host name.
 	ID string
+	// Lease is node.lease_seconds: with several nodes, how long a node's
+	// lease (its liveness, and the leader lease of the singleton duties)
+	// lasts; it is renewed every third of it.
+	Lease time.Duration
 }
 
 // ResetPolicy is one session_reset block: Hermes' SessionResetPolicy as
@@ -246,6 +250,7 @@ func Default() Config {
 		Expiry:   Expiry{Interval: 300 * time.Second},
 		Recovery: Recovery{Recent: 120 * time.Second, StuckLoopThreshold: 3},
 		Hooks:    Hooks{StartAtHead: true, MaxInFlight: 8},
+		Node:     Node{Lease: 60 * time.Second},
 		Gateway:  Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
 	}
 }

@@ -204,6 +204,9 @@ func buildKeys() []key {
 		key{path: "node.id", kind: kindString, check: checkNodeID,
 			doc: "name of this node among the hermes serve processes sharing one store; empty: derived from the host name",
 			ptr: func(c *Config) any { return &c.Node.ID }},
+		key{path: "node.lease_seconds", kind: kindSeconds, lo: 1, hi: 86400,
+			doc: "with several nodes on one store: how long a node's lease lasts (renewed every third of it); a node whose lease expired is adopted, and the leader lease moves",
+			ptr: func(c *Config) any { return &c.Node.Lease }},
 	)
 }
 

@@ -85,6 +85,7 @@ func TestLoadDefaultsWithoutFile(t *testing.T) {
 		Recovery:               config.Recovery{Recent: 120 * time.Second, StuckLoopThreshold: 3},
 		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
 		Gateway:                config.Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
+		Node:                   config.Node{Lease: time.Minute},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Load() without a file mismatch (-want +got):\n%s", diff)
@@ -158,6 +159,8 @@ gateway:
     ttl_seconds: 3600
 multiplex_profiles: true
 profile: coder
+node:
+  lease_seconds: 30
 `
 	got := mustLoad(t, body, nil, nil)
 	want := config.Config{
@@ -183,6 +186,7 @@ profile: coder
 		PlatformSettings:       map[string]config.Platform{"telegram": {}},
 		MultiplexProfiles:      true,
 		Profile:                "coder",
+		Node:                   config.Node{Lease: 30 * time.Second},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Load() mismatch (-want +got):\n%s", diff)

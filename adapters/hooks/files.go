@@ -40,6 +40,24 @@ func ReadCheckpoint(dir string) (uint64, bool, error) {
 	return pos, true, nil
 }
 
+// AdvanceCheckpoint moves dir's checkpoint forward to pos: a node taking
+// over delivery from another (the leader lease) resumes where the
+// previous holders recorded they were, or where it was itself if that is
+// further. A position behind the stored one changes nothing.
+func AdvanceCheckpoint(dir string, pos uint64) error {
+	cur, ok, err := ReadCheckpoint(dir)
+	if err != nil {
+		return err
+	}
+	if ok && cur >= pos || !ok && pos == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("write hooks checkpoint: %w", err)
+	}
+	return writeCheckpoint(dir, pos)
+}
+
 // writeCheckpoint replaces dir's checkpoint atomically: a temporary file is
 // written and synced, renamed over the old one, and the directory synced, so
 // a crash leaves the old position or the new one.

@@ -88,6 +88,8 @@ type runtime struct {
 	handler  *commands.Handler
 	server   *api.Server
 	listener net.Listener
+	// requestRestart asks run to stop and exit with the restart code.
+	requestRestart func()
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
@@ -142,6 +144,12 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 	metrics.Observe(rt.runner, rt.lanes)
 	metrics.Register(rt.clamps.count)
 	restart := make(chan struct{}, 1)
+	rt.requestRestart = func() {
+		select {
+		case restart <- struct{}{}:
+		default:
+		}
+	}
 	rt.server = api.New(api.Deps{
 		Commands:        rt.handler,
 		Store:           rt.store,
@@ -161,12 +169,7 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 		MaxFollowers:        s.cfg.API.MaxFollowers,
 		FollowerBufferBytes: s.cfg.API.FollowerBufferBytes,
 		Purge:               rt.purge,
-		Restart: func() {
-			select {
-			case restart <- struct{}{}:
-			default:
-			}
-		},
+		Restart:             rt.requestRestart,
 	})
 	return rt.run(ctx, restart)
 }
