@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/samber/lo"
+
 	"hermes/commands"
 	"hermes/events"
 	"hermes/projections/sessions"
@@ -53,10 +55,7 @@ type sessionsResponse struct {
 }
 
 func newSessionsResponse(rows []sessions.Row) sessionsResponse {
-	out := sessionsResponse{Sessions: make([]Entry, 0, len(rows))}
-	for _, row := range rows {
-		out.Sessions = append(out.Sessions, NewEntry(row.Lane, row.Version))
-	}
+	out := sessionsResponse{Sessions: lo.Map(rows, func(row sessions.Row, _ int) Entry { return NewEntry(row.Lane, row.Version) })}
 	return out
 }
 

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/samber/lo"
+
 	"hermes/domain"
 	"hermes/events"
 )
@@ -260,12 +262,9 @@ func platformOf(l domain.Lane, key string) string {
 // called only after a complete scan, so a lane that could not be read keeps
 // its count.
 func (w *ExpiryWatcher) forgetFailures(due []expiring) {
-	live := make(map[string]bool, len(due))
-	for _, d := range due {
-		live[d.req.SessionID] = true
-	}
+	live := lo.Keyify(lo.Map(due, func(d expiring, _ int) string { return d.req.SessionID }))
 	for id := range w.failures {
-		if !live[id] {
+		if _, ok := live[id]; !ok {
 			delete(w.failures, id)
 		}
 	}
@@ -337,25 +336,15 @@ func (w *ExpiryWatcher) runHook(ctx context.Context, r FinalizeRequest) (err err
 
 // platformCounts renders "telegram:2, discord:1", most first.
 func platformCounts(due []expiring) string {
-	counts := map[string]int{}
-	for _, d := range due {
-		counts[d.req.Platform]++
-	}
-	names := make([]string, 0, len(counts))
-	for p := range counts {
-		names = append(names, p)
-	}
+	counts := lo.CountValuesBy(due, func(d expiring) string { return d.req.Platform })
+	names := lo.Keys(counts)
 	sort.Slice(names, func(i, j int) bool {
 		if counts[names[i]] != counts[names[j]] {
 			return counts[names[i]] > counts[names[j]]
 		}
 		return names[i] < names[j]
 	})
-	parts := make([]string, len(names))
-	for i, p := range names {
-		parts[i] = fmt.Sprintf("%s:%d", p, counts[p])
-	}
-	return strings.Join(parts, ", ")
+	return strings.Join(lo.Map(names, func(p string, _ int) string { return fmt.Sprintf("%s:%d", p, counts[p]) }), ", ")
 }
 
 // pruneEntries prunes the routing entries when an hour of clock time has

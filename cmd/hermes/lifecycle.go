@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/samber/lo"
+
 	"hermes/adapters/config"
 	"hermes/commands"
 	"hermes/events"
@@ -197,11 +199,7 @@ func (rt *runtime) openLanes(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys := make([]string, 0, len(rows))
-	for _, r := range rows {
-		keys = append(keys, r.Lane.SessionKey)
-	}
-	return keys, nil
+	return lo.Map(rows, func(r sessions.Row, _ int) string { return r.Lane.SessionKey }), nil
 }
 
 // drainPoll is how often the drain looks for turns that completed.

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/samber/lo"
 	_ "modernc.org/sqlite"
 
 	"hermes/domain"
@@ -351,18 +352,16 @@ func (st *batchState) countStop(ctx context.Context, tx *sql.Tx, node string, cu
 	if err := st.loadAllFailures(ctx, tx); err != nil {
 		return err
 	}
-	isCut := make(map[string]bool, len(cut))
-	for _, key := range cut {
-		isCut[key] = true
-	}
+	cut = lo.Uniq(cut)
+	isCut := lo.Keyify(cut)
 	for _, key := range slices.Collect(maps.Keys(st.failures)) {
-		if !isCut[key] && st.failNodes[key] == node {
+		if _, counted := isCut[key]; !counted && st.failNodes[key] == node {
 			if err := st.setFailures(ctx, tx, key, 0, node); err != nil {
 				return err
 			}
 		}
 	}
-	for key := range isCut {
+	for _, key := range cut {
 		n, err := st.failureCount(ctx, tx, key)
 		if err != nil {
 			return err
@@ -453,20 +452,13 @@ const preloadChunk = 400
 // preload reads the rows of every lane the batch touches in a few queries
 // instead of one per lane.
 func (st *batchState) preload(ctx context.Context, tx *sql.Tx, batch []events.Envelope, checkpoint uint64) error {
-	var keys []string
-	seen := map[string]bool{}
-	for _, env := range batch {
+	keys := lo.Uniq(lo.FilterMap(batch, func(env events.Envelope, _ int) (string, bool) {
 		if env.Position <= checkpoint {
-			continue
+			return "", false
 		}
-		if key, ok := events.SessionKeyOf(env.Stream); ok && !seen[key] {
-			seen[key] = true
-			keys = append(keys, key)
-		}
-	}
-	for len(keys) > 0 {
-		chunk := keys[:min(len(keys), preloadChunk)]
-		keys = keys[len(chunk):]
+		return events.SessionKeyOf(env.Stream)
+	}))
+	for _, chunk := range lo.Chunk(keys, preloadChunk) {
 		args := make([]any, len(chunk))
 		for i, k := range chunk {
 			args[i] = k
