@@ -23,7 +23,8 @@ func subscribe(t *testing.T, s events.Store, ctx context.Context, after uint64) 
 }
 
 // receiveThrough reads sub until the event at position last, failing on a
-// gap, a duplicate, a reordering, an early end or the wait limit.
+// gap, a duplicate, a reordering, an early end or no event for the wait
+// limit.
 func receiveThrough(t *testing.T, sub events.Subscription, after, last uint64) []events.Envelope {
 	t.Helper()
 	limit := time.NewTimer(waitLimit)
@@ -40,8 +41,9 @@ func receiveThrough(t *testing.T, sub events.Subscription, after, last uint64) [
 			}
 			got = append(got, e)
 			after = e.Position
+			limit.Reset(waitLimit)
 		case <-limit.C:
-			t.Fatalf("subscription stuck at position %d, want through %d", after, last)
+			t.Fatalf("subscription stuck at position %d for %v, want through %d", after, waitLimit, last)
 		}
 	}
 	if after != last {
@@ -102,7 +104,6 @@ func testSubscribeHandover(t *testing.T, s events.Store) {
 	}
 	from := history[len(history)/2]
 
-	ctx := withTimeout(t)
 	progress := make(chan struct{}, writers*appendsEach)
 	errs := make(chan error, writers)
 	var wg sync.WaitGroup
@@ -111,7 +112,7 @@ func testSubscribeHandover(t *testing.T, s events.Store) {
 			st := lane(100 + w)
 			for i := range appendsEach {
 				n := 1 + i%3
-				if _, err := s.Append(ctx, st, events.AnyVersion(), numbered(st, fmt.Sprint(i), n)); err != nil {
+				if _, err := appendWithin(t, s, st, events.AnyVersion(), numbered(st, fmt.Sprint(i), n)); err != nil {
 					errs <- err
 					return
 				}
@@ -126,7 +127,7 @@ func testSubscribeHandover(t *testing.T, s events.Store) {
 			t.Fatalf("Append error = %v", err)
 		}
 	}
-	sub := subscribe(t, s, ctx, from)
+	sub := subscribe(t, s, t.Context(), from)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -148,7 +149,6 @@ func testSubscribeHandover(t *testing.T, s events.Store) {
 
 func testSlowSubscriber(t *testing.T, s events.Store) {
 	const writers, appendsEach, perAppend = 10, 30, 10
-	ctx := withTimeout(t)
 	sub := subscribe(t, s, t.Context(), 0)
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
@@ -156,7 +156,7 @@ func testSlowSubscriber(t *testing.T, s events.Store) {
 		wg.Go(func() {
 			st := lane(w)
 			for i := range appendsEach {
-				if _, err := s.Append(ctx, st, events.ExactVersion(uint64(i*perAppend)), numbered(st, fmt.Sprint(i), perAppend)); err != nil {
+				if _, err := appendWithin(t, s, st, events.ExactVersion(uint64(i*perAppend)), numbered(st, fmt.Sprint(i), perAppend)); err != nil {
 					errs <- err
 					return
 				}

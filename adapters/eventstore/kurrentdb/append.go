@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strconv"
 	"strings"
@@ -131,25 +132,29 @@ func encode(stream string, proposed []events.Proposed) ([]esdb.EventData, error)
 // checkStored looks for the proposed ids among the stream's last events.
 // done is true when it decided the append: every id stored (a duplicate)
 // or only some (invalid). Otherwise current is the stream's version.
+//
+// It runs before every append, so it reads only what it compares (ids,
+// revisions, positions) and decodes no payload: decoding the window's
+// events cost more than the rest of the append.
 func (s *Store) checkStored(ctx context.Context, stream string, expected events.ExpectedVersion, proposed []events.Proposed) (res events.AppendResult, current uint64, done bool, err error) {
-	tail, err := s.ReadStream(ctx, stream, 0, duplicateWindow, events.Backwards)
+	tail, err := s.recent(ctx, stream, duplicateWindow)
 	if errors.Is(err, events.ErrStreamNotFound) {
 		return events.AppendResult{}, 0, false, nil
 	}
 	if err != nil {
 		return events.AppendResult{}, 0, false, fmt.Errorf("append %s: %w", stream, err)
 	}
-	current = tail[0].Version
-	byID := make(map[string]events.Envelope, len(tail))
+	current = tail[0].version
+	byID := make(map[string]stored, len(tail))
 	for _, e := range tail {
-		byID[e.ID] = e
+		byID[e.id] = e
 	}
 	found := 0
 	res = events.AppendResult{Versions: make([]uint64, len(proposed)), Positions: make([]uint64, len(proposed)), Duplicate: true}
 	for i, p := range proposed {
 		if e, ok := byID[canonical(p.ID)]; ok {
 			found++
-			res.Versions[i], res.Positions[i] = e.Version, e.Position
+			res.Versions[i], res.Positions[i] = e.version, e.position
 		}
 	}
 	switch {
@@ -159,6 +164,48 @@ func (s *Store) checkStored(ctx context.Context, stream string, expected events.
 		return events.AppendResult{}, current, true, fmt.Errorf("append %s: %w: %d of %d ids are already stored", stream, events.ErrInvalidAppend, found, len(proposed))
 	}
 	return events.AppendResult{}, current, false, nil
+}
+
+// stored is where an event of a stream is, without its payload.
+type stored struct {
+	id                string
+	version, position uint64
+}
+
+// recent returns the places of the last (up to) count events of stream,
+// newest first; events.ErrStreamNotFound when it has none.
+func (s *Store) recent(ctx context.Context, stream string, count int) ([]stored, error) {
+	opts := esdb.ReadStreamOptions{Direction: esdb.Backwards, From: esdb.End{}}
+	var out []stored
+	err := s.do(ctx, func(c *esdb.Client) error {
+		out = out[:0]
+		rs, err := c.ReadStream(ctx, s.serverName(stream), opts, uint64(count))
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for {
+			ev, err := rs.Recv()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if r := ev.OriginalEvent(); r != nil {
+				out = append(out, stored{id: r.EventID.String(), version: r.EventNumber + 1, position: r.Position.Commit})
+			}
+		}
+	})
+	switch {
+	case notFound(err):
+		return nil, fmt.Errorf("read stream %s: %w", stream, events.ErrStreamNotFound)
+	case err != nil:
+		return nil, fmt.Errorf("read stream %s: %w", stream, err)
+	case len(out) == 0:
+		return nil, fmt.Errorf("read stream %s: %w", stream, events.ErrStreamNotFound)
+	}
+	return out, nil
 }
 
 func canonical(id string) string {

@@ -101,3 +101,19 @@ func TestOpenUnreachable(t *testing.T) {
 	}
 	t.Logf("Open of a stopped server failed after %v", time.Since(start))
 }
+
+// TestAppendAgainToOtherStream appends twice to a stream outside hermes'
+// prefixes: the duplicate check before the second append must see the
+// first event (it once saw none and indexed an empty slice).
+func TestAppendAgainToOtherStream(t *testing.T) {
+	s := open(t, startEmulator(t).URL())
+	for i, name := range []string{"a", "b"} {
+		res, err := s.Append(t.Context(), "other", events.AnyVersion(), touched("other", name))
+		if err != nil {
+			t.Fatalf("Append #%d error = %v", i+1, err)
+		}
+		if res.Versions[0] != uint64(i+1) || res.Duplicate {
+			t.Fatalf("Append #%d = version %d duplicate %v, want version %d, not a duplicate", i+1, res.Versions[0], res.Duplicate, i+1)
+		}
+	}
+}
