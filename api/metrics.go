@@ -158,3 +158,35 @@ func (s *instrumentedStore) Append(ctx context.Context, stream string, expected 
 	}
 	return res, err
 }
+
+// AppendBatch counts and times a batch append like the appends it holds;
+// a store without events.BatchAppender gets one Append per stream.
+func (s *instrumentedStore) AppendBatch(ctx context.Context, appends []events.StreamAppend) ([]events.BatchResult, error) {
+	b, ok := s.Store.(events.BatchAppender)
+	if !ok {
+		out := make([]events.BatchResult, 0, len(appends))
+		for _, a := range appends {
+			if err := ctx.Err(); err != nil {
+				return out, err
+			}
+			res, err := s.Append(ctx, a.Stream, a.Expected, a.Proposed)
+			out = append(out, events.BatchResult{Result: res, Err: err})
+		}
+		return out, nil
+	}
+	start := time.Now()
+	out, err := b.AppendBatch(ctx, appends)
+	s.m.appendLatency.Observe(time.Since(start).Seconds())
+	for i, r := range out {
+		switch {
+		case r.Err != nil:
+			s.m.appends.WithLabelValues("error").Inc()
+		case r.Result.Duplicate:
+			s.m.appends.WithLabelValues("duplicate").Inc()
+		case len(r.Result.Versions) > 0:
+			s.m.appends.WithLabelValues("ok").Inc()
+			s.m.appendedEvts.Add(float64(len(appends[i].Proposed)))
+		}
+	}
+	return out, err
+}

@@ -138,19 +138,7 @@ func (h *Handler) execute(ctx context.Context, key, command, commandID string, d
 			}
 			return LaneResult{Lane: st.lane, Version: st.version}, nil
 		}
-		proposed := make([]events.Proposed, len(decided))
-		for i, e := range decided {
-			proposed[i] = events.Proposed{
-				ID:    eventID(commandID, stream, i),
-				Event: e,
-				Metadata: events.Metadata{
-					SchemaVersion: events.SchemaVersionOf(e.EventType()),
-					Command:       command,
-					CommandID:     commandID,
-					Node:          h.node,
-				},
-			}
-		}
+		proposed := h.proposals(command, commandID, stream, decided)
 		res, err := h.store.Append(ctx, stream, events.ExactVersion(st.version), proposed)
 		if errors.Is(err, events.ErrWrongExpectedVersion) {
 			h.cache.drop(stream)
@@ -181,6 +169,25 @@ func (h *Handler) execute(ctx context.Context, key, command, commandID string, d
 		return LaneResult{Lane: lane, Version: res.LastVersion(), Position: res.LastPosition(), Events: decided}, nil
 	}
 	return LaneResult{}, fmt.Errorf("%s %s: %w", command, key, ErrConflict)
+}
+
+// proposals wraps the events a command decided on stream, with ids
+// derived from the command id (a retry proposes the same ids).
+func (h *Handler) proposals(command, commandID, stream string, decided []events.Event) []events.Proposed {
+	proposed := make([]events.Proposed, len(decided))
+	for i, e := range decided {
+		proposed[i] = events.Proposed{
+			ID:    eventID(commandID, stream, i),
+			Event: e,
+			Metadata: events.Metadata{
+				SchemaVersion: events.SchemaVersionOf(e.EventType()),
+				Command:       command,
+				CommandID:     commandID,
+				Node:          h.node,
+			},
+		}
+	}
+	return proposed
 }
 
 // laneState is a lane folded up to a stream version.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"hermes/domain"
 	"hermes/events"
 )
@@ -285,7 +287,14 @@ func (h *Handler) FinalizeExpiry(ctx context.Context, c FinalizeExpiry) (LaneRes
 	})
 }
 
-// sweep applies a per-lane decision to every lane of the directory.
+// sweep applies a per-lane decision to every lane of the directory, as one
+// batch: every lane is decided on its cached (or freshly read) state, and
+// the lanes that change are appended together (events.BatchAppender: a few
+// group commits for thousands of lanes instead of one durable append per
+// lane). Each lane's append still carries its own expected version and its
+// own command id (CommandID/key when given), so each lane's history
+// explains itself and a retried sweep is idempotent per lane. A lane that
+// moved in the meantime is decided again on its own, through execute.
 func (h *Handler) sweep(ctx context.Context, command, commandID string, decide func(domain.Lane, time.Time) []events.Event) ([]string, error) {
 	if h.directory == nil {
 		return nil, fmt.Errorf("%s: no lane directory configured", command)
@@ -294,26 +303,123 @@ func (h *Handler) sweep(ctx context.Context, command, commandID string, decide f
 	if err != nil {
 		return nil, fmt.Errorf("%s: list lanes: %w", command, err)
 	}
-	var changed []string
+	type pending struct {
+		key     string
+		sub     string
+		st      laneState
+		decided []events.Event
+	}
+	var batch []pending
+	var appends []events.StreamAppend
 	for _, key := range keys {
 		if err := ctx.Err(); err != nil {
-			return changed, err
+			return nil, err
+		}
+		if key == "" {
+			return nil, fmt.Errorf("%s: %w: empty session key", command, domain.ErrInvalidArgument)
 		}
 		sub := ""
 		if commandID != "" {
 			sub = commandID + "/" + key
 		}
-		res, err := h.execute(ctx, key, command, sub, func(l domain.Lane, now time.Time) ([]events.Event, error) {
-			return decide(l, now), nil
-		})
-		if err != nil {
-			return changed, err
+		stream := events.LaneStream(key)
+		st, cached := h.cache.get(stream)
+		if !cached {
+			if st, err = h.load(ctx, stream); err != nil {
+				return nil, fmt.Errorf("%s %s: %w", command, key, err)
+			}
 		}
-		if len(res.Events) > 0 {
-			changed = append(changed, key)
+		decided := decide(st.lane, h.now())
+		if len(decided) == 0 && cached {
+			// Nothing to do on the cached lane: make sure it is current
+			// (another process may have appended), as execute does.
+			fresh, err := h.refresh(ctx, stream, st)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", command, key, err)
+			}
+			if fresh.version != st.version {
+				st, decided = fresh, decide(fresh.lane, h.now())
+			}
+		}
+		if len(decided) == 0 {
+			continue
+		}
+		id := sub
+		if id == "" {
+			id = uuid.NewString()
+		}
+		batch = append(batch, pending{key: key, sub: sub, st: st, decided: decided})
+		appends = append(appends, events.StreamAppend{Stream: stream, Expected: events.ExactVersion(st.version),
+			Proposed: h.proposals(command, id, stream, decided)})
+	}
+	results, batchErr := h.appendBatch(ctx, appends)
+	var changed []string
+	for i, p := range batch {
+		stream := appends[i].Stream
+		var r events.BatchResult
+		if i < len(results) {
+			r = results[i]
+		}
+		switch {
+		case r.Err == nil && len(r.Result.Versions) == 0:
+			// Not answered: the batch as a whole failed before this lane.
+			if batchErr == nil {
+				batchErr = fmt.Errorf("lane %s not answered", p.key)
+			}
+			return changed, fmt.Errorf("%s: %w", command, batchErr)
+		case errors.Is(r.Err, events.ErrWrongExpectedVersion):
+			h.cache.drop(stream)
+			res, err := h.execute(ctx, p.key, command, p.sub, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+				return decide(l, now), nil
+			})
+			if err != nil {
+				return changed, err
+			}
+			if len(res.Events) > 0 {
+				changed = append(changed, p.key)
+			}
+		case r.Err != nil:
+			return changed, fmt.Errorf("%s %s: %w", command, p.key, r.Err)
+		case r.Result.Duplicate:
+			// A retried sweep: this lane's mark is already stored.
+			h.cache.drop(stream)
+			changed = append(changed, p.key)
+		default:
+			lane := p.st.lane
+			for _, e := range p.decided {
+				lane = domain.Evolve(lane, e)
+			}
+			h.cache.put(stream, laneState{lane: lane, version: r.Result.LastVersion()})
+			changed = append(changed, p.key)
 		}
 	}
+	if batchErr != nil {
+		return changed, fmt.Errorf("%s: %w", command, batchErr)
+	}
 	return changed, nil
+}
+
+// appendBatch appends to many streams: in one call when the store is an
+// events.BatchAppender, else one Append per stream, in order (each is
+// idempotent through its derived event ids, so a retry is safe). The
+// results are in the order of appends; the error is for the call as a
+// whole, with the results answered before it.
+func (h *Handler) appendBatch(ctx context.Context, appends []events.StreamAppend) ([]events.BatchResult, error) {
+	if len(appends) == 0 {
+		return nil, nil
+	}
+	if b, ok := h.store.(events.BatchAppender); ok {
+		return b.AppendBatch(ctx, appends)
+	}
+	out := make([]events.BatchResult, 0, len(appends))
+	for _, a := range appends {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		res, err := h.store.Append(ctx, a.Stream, a.Expected, a.Proposed)
+		out = append(out, events.BatchResult{Result: res, Err: err})
+	}
+	return out, nil
 }
 
 func hasEvent[E events.Event](es []events.Event) bool {

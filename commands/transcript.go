@@ -52,6 +52,53 @@ type TranscriptCommands struct {
 	// the append cannot interleave (two reports could pass the bound
 	// together).
 	metadata sync.Mutex
+	// laneKeys remembers the lane each session was last found on, so an
+	// appended message asks the read model only when the handler's lane
+	// cache no longer shows that lane on the session.
+	laneKeys laneKeyMemo
+}
+
+// maxLaneKeys bounds laneKeyMemo; past it the memo starts afresh.
+const maxLaneKeys = 1 << 14
+
+// laneKeyMemo maps session ids to the lane key they were last seen on.
+type laneKeyMemo struct {
+	mu   sync.Mutex
+	keys map[string]string
+}
+
+func (m *laneKeyMemo) get(sessionID string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k, ok := m.keys[sessionID]
+	return k, ok
+}
+
+func (m *laneKeyMemo) put(sessionID, key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.keys == nil || len(m.keys) >= maxLaneKeys {
+		m.keys = make(map[string]string)
+	}
+	m.keys[sessionID] = key
+}
+
+// laneOfSession is index.LaneOfSession, answered without the read model
+// when the remembered lane of the session is cached on it. Either answer
+// only picks the lane RecordActivity decides on; the decision itself is
+// made on the lane's own (refreshed) state.
+func (t *TranscriptCommands) laneOfSession(ctx context.Context, sessionID string) (string, error) {
+	if key, ok := t.laneKeys.get(sessionID); ok {
+		if st, ok := t.h.cache.get(events.LaneStream(key)); ok && st.lane.SessionID == sessionID {
+			return key, nil
+		}
+	}
+	key, err := t.index.LaneOfSession(ctx, sessionID)
+	if err != nil || key == "" {
+		return key, err
+	}
+	t.laneKeys.put(sessionID, key)
+	return key, nil
 }
 
 // Transcripts returns the transcript commands over index.
@@ -138,7 +185,7 @@ func (t *TranscriptCommands) AppendMessage(ctx context.Context, c AppendMessage)
 		return Appended{}, err
 	}
 	out := Appended{MessagePosition: res.LastPosition(), Position: res.LastPosition()}
-	key, err := t.index.LaneOfSession(ctx, c.SessionID)
+	key, err := t.laneOfSession(ctx, c.SessionID)
 	if err != nil {
 		return out, err
 	}

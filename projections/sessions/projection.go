@@ -54,6 +54,15 @@ type Projection struct {
 
 	mu       sync.Mutex // serialises Apply
 	caughtUp bool
+	// applied is the checkpoint as of the last batch this process
+	// committed (valid when appliedKnown; both under mu): Apply reads it
+	// from meta only once, not on every batch.
+	applied      uint64
+	appliedKnown bool
+
+	// stmts holds the statements of the hot paths (the checkpoint write of
+	// every batch, the lane of a session on every appended message).
+	stmts projections.StmtCache
 
 	// The compatibility files are written by a goroutine of their own, so a
 	// large sessions.json never holds up the projection (and with it the
@@ -120,7 +129,7 @@ func (p *Projection) Close() error {
 	close(p.stopExporter)
 	p.exporterOnce.Do(func() { close(p.exporterDone) })
 	<-p.exporterDone
-	return p.db.Close()
+	return errors.Join(p.stmts.Close(), p.db.Close())
 }
 
 // Purge removes erased content from every file of lanes.db and from the
@@ -219,9 +228,17 @@ func (p *Projection) Apply(ctx context.Context, batch []events.Envelope) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	checkpoint, err := p.Checkpoint(ctx)
+	if !p.appliedKnown {
+		cp, err := p.Checkpoint(ctx)
+		if err != nil {
+			return err
+		}
+		p.applied, p.appliedKnown = cp, true
+	}
+	checkpoint := p.applied
+	setCheckpoint, err := p.stmts.Stmt(ctx, p.db, `UPDATE meta SET value = ? WHERE key = 'checkpoint'`)
 	if err != nil {
-		return err
+		return fmt.Errorf("apply: %w", err)
 	}
 	tx, err := p.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -258,12 +275,13 @@ func (p *Projection) Apply(ctx context.Context, batch []events.Envelope) error {
 	if err := writeRows(ctx, tx, &st); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'checkpoint'`, strconv.FormatUint(last, 10)); err != nil {
+	if _, err := tx.StmtContext(ctx, setCheckpoint).ExecContext(ctx, strconv.FormatUint(last, 10)); err != nil {
 		return fmt.Errorf("apply: write checkpoint: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("apply: commit: %w", err)
 	}
+	p.applied = last
 	if p.clamps != nil {
 		for _, c := range st.clamps {
 			p.clamps.ReportClamp(c)

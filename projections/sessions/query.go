@@ -32,8 +32,11 @@ func (p *Projection) BySessionID(ctx context.Context, id string) (Row, error) {
 	if id == "" {
 		return Row{}, fmt.Errorf("lane of session %q: %w", id, ErrNotFound)
 	}
-	r, err := scanLane(p.db.QueryRowContext(ctx,
-		`SELECT `+laneColumns+` FROM lanes WHERE session_id = ? AND pruned = 0 ORDER BY updated_at DESC LIMIT 1`, id))
+	st, err := p.stmts.Stmt(ctx, p.db, `SELECT `+laneColumns+` FROM lanes WHERE session_id = ? AND pruned = 0 ORDER BY updated_at DESC LIMIT 1`)
+	if err != nil {
+		return Row{}, fmt.Errorf("lane of session %s: %w", id, err)
+	}
+	r, err := scanLane(st.QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Row{}, fmt.Errorf("lane of session %s: %w", id, ErrNotFound)
 	}

@@ -27,18 +27,18 @@ func (p *Projection) Apply(ctx context.Context, batch []events.Envelope) (err er
 	if len(batch) == 0 {
 		return nil
 	}
-	if _, err := p.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+	if _, err := p.stmts.begin.ExecContext(ctx); err != nil {
 		return fmt.Errorf("apply: begin: %w", err)
 	}
 	committed := false
 	defer func() {
 		if !committed {
-			if _, rbErr := p.conn.ExecContext(context.Background(), "ROLLBACK"); rbErr != nil {
+			if _, rbErr := p.stmts.rollback.ExecContext(context.Background()); rbErr != nil {
 				err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
 			}
 		}
 	}()
-	cp, err := readCheckpoint(ctx, p.conn)
+	cp, err := scanCheckpoint(p.stmts.getCheckpoint.QueryRowContext(ctx))
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
@@ -79,7 +79,7 @@ func (p *Projection) Apply(ctx context.Context, batch []events.Envelope) (err er
 	if _, err := p.stmts.setCheckpoint.ExecContext(ctx, strconv.FormatUint(last, 10)); err != nil {
 		return fmt.Errorf("apply: write checkpoint: %w", err)
 	}
-	if _, err := p.conn.ExecContext(ctx, "COMMIT"); err != nil {
+	if _, err := p.stmts.commit.ExecContext(ctx); err != nil {
 		return fmt.Errorf("apply: commit: %w", err)
 	}
 	committed = true

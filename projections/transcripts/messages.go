@@ -414,9 +414,10 @@ func (m MessageRange) IDs() []int64 {
 func (r *Reader) MessageIDs(ctx context.Context, position uint64) (MessageRange, error) {
 	var m MessageRange
 	var first sql.NullInt64
-	err := r.db.QueryRowContext(ctx,
-		"SELECT session_id, first_id, count FROM hermes_message_events WHERE position = ?", int64(position)).
-		Scan(&m.SessionID, &first, &m.Count)
+	st, err := r.stmts.Stmt(ctx, r.db, "SELECT session_id, first_id, count FROM hermes_message_events WHERE position = ?")
+	if err == nil {
+		err = st.QueryRowContext(ctx, int64(position)).Scan(&m.SessionID, &first, &m.Count)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return MessageRange{}, fmt.Errorf("message ids of position %d: %w", position, ErrNotFound)
 	}

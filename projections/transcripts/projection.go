@@ -350,8 +350,13 @@ func (p *Projection) Checkpoint(ctx context.Context) (uint64, error) {
 }
 
 func readCheckpoint(ctx context.Context, q queryer) (uint64, error) {
+	return scanCheckpoint(q.QueryRowContext(ctx, "SELECT value FROM state_meta WHERE key = ?", metaCheckpoint))
+}
+
+// scanCheckpoint reads the checkpoint from the row of its query.
+func scanCheckpoint(row *sql.Row) (uint64, error) {
 	var v sql.NullString
-	err := q.QueryRowContext(ctx, "SELECT value FROM state_meta WHERE key = ?", metaCheckpoint).Scan(&v)
+	err := row.Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !v.Valid) {
 		return 0, nil
 	}

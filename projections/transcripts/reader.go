@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"hermes/projections"
 )
 
 // Reader answers queries on a transcripts file through a pool of read-only
@@ -16,6 +18,9 @@ import (
 // so it sees one committed state.
 type Reader struct {
 	db *sql.DB
+	// stmts holds the statements of the per-message lookups (hot path of
+	// every append), prepared once.
+	stmts projections.StmtCache
 }
 
 // OpenReader opens an existing transcripts file for queries only (for a
@@ -55,7 +60,7 @@ func openReader(path string) (*Reader, error) {
 
 // Close releases the read pool.
 func (r *Reader) Close() error {
-	return r.db.Close()
+	return errors.Join(r.stmts.Close(), r.db.Close())
 }
 
 // readTx runs fn in one read transaction (one snapshot of the file).

@@ -108,7 +108,11 @@ func getSession(ctx context.Context, q queryer, id string) (Session, error) {
 // SessionExists reports whether a session row exists.
 func (r *Reader) SessionExists(ctx context.Context, id string) (bool, error) {
 	var n int
-	if err := r.db.QueryRowContext(ctx, "SELECT count(*) FROM sessions WHERE id = ?", id).Scan(&n); err != nil {
+	st, err := r.stmts.Stmt(ctx, r.db, "SELECT count(*) FROM sessions WHERE id = ?")
+	if err == nil {
+		err = st.QueryRowContext(ctx, id).Scan(&n)
+	}
+	if err != nil {
 		return false, fmt.Errorf("session exists %s: %w", id, err)
 	}
 	return n > 0, nil

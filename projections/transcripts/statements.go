@@ -29,6 +29,9 @@ type writeStatements struct {
 	multi map[multiKey]*sql.Stmt
 
 	getVersion, setVersion, setCheckpoint *sql.Stmt
+	// begin, commit, rollback and getCheckpoint run once per batch: parsed
+	// once here rather than on every Apply.
+	begin, commit, rollback, getCheckpoint *sql.Stmt
 
 	createSession, ensureSession, endSession, reopenSession *sql.Stmt
 	sessionSource, sessionExists                            *sql.Stmt
@@ -50,6 +53,10 @@ func prepareWrites(ctx context.Context, conn *sql.Conn) (*writeStatements, error
 		{&s.getVersion, "SELECT version FROM hermes_stream_versions WHERE stream = ?"},
 		{&s.setVersion, "INSERT INTO hermes_stream_versions (stream, version) VALUES (?, ?) " +
 			"ON CONFLICT(stream) DO UPDATE SET version = excluded.version"},
+		{&s.begin, "BEGIN IMMEDIATE"},
+		{&s.commit, "COMMIT"},
+		{&s.rollback, "ROLLBACK"},
+		{&s.getCheckpoint, "SELECT value FROM state_meta WHERE key = '" + metaCheckpoint + "'"},
 		{&s.setCheckpoint, "INSERT INTO state_meta (key, value) VALUES ('" + metaCheckpoint + "', ?) " +
 			"ON CONFLICT(key) DO UPDATE SET value = excluded.value"},
 

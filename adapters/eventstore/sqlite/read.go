@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"hermes/events"
@@ -66,6 +67,16 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, coun
 	if count <= 0 {
 		return nil, nil
 	}
+	if dir == events.Forwards && from > 1 {
+		// A reader catching up (a cached lane checking for newer events)
+		// usually finds nothing new: reading from the version before from
+		// tells in the same query that the stream exists, where an empty
+		// answer would need a second query.
+		envs, found, err := s.readAfter(ctx, stream, from, count)
+		if err != nil || found {
+			return envs, err
+		}
+	}
 	envs, err := s.readStream(ctx, stream, from, count, dir)
 	if err != nil || len(envs) > 0 {
 		return envs, err
@@ -102,6 +113,26 @@ func (s *Store) readStream(ctx context.Context, stream string, from uint64, coun
 		return nil, fmt.Errorf("read stream %s: %w", stream, err)
 	}
 	return envs, nil
+}
+
+// readAfter reads up to count events of stream from version from (> 1),
+// with the event at from-1 as proof that the stream exists: found is false
+// when that event is missing (no stream, or one shorter than from-1), and
+// the caller reads the usual way.
+func (s *Store) readAfter(ctx context.Context, stream string, from uint64, count int) ([]events.Envelope, bool, error) {
+	limit := count
+	if limit < math.MaxInt {
+		limit++
+	}
+	rows, err := s.reads.forwards.QueryContext(ctx, stream, int64(from-1), limit)
+	if err != nil {
+		return nil, false, fmt.Errorf("read stream %s: %w", stream, err)
+	}
+	envs, found, err := scanAfter(rows, limit, from-1)
+	if err != nil {
+		return nil, false, fmt.Errorf("read stream %s: %w", stream, err)
+	}
+	return envs, found, nil
 }
 
 // ReadAll returns up to count events with a position greater than after, in
@@ -144,6 +175,13 @@ func (s *Store) Head(ctx context.Context) (uint64, error) {
 // scan reads and closes rows. It reads the whole result before decoding so
 // that the read transaction ends as early as possible.
 func scan(rows *sql.Rows, limit int) ([]events.Envelope, error) {
+	envs, _, err := scanAfter(rows, limit, 0)
+	return envs, err
+}
+
+// scanAfter is scan, leaving out (undecoded) a first row at version skip
+// (when skip > 0) and saying whether there was one.
+func scanAfter(rows *sql.Rows, limit int, skip uint64) ([]events.Envelope, bool, error) {
 	defer rows.Close()
 	type stored struct {
 		position, version, recordedAt int64
@@ -157,25 +195,29 @@ func scan(rows *sql.Rows, limit int) ([]events.Envelope, error) {
 	for rows.Next() {
 		var st stored
 		if err := rows.Scan(&st.position, &st.stream, &st.version, &st.id, &st.typ, &st.data, &st.meta, &st.recordedAt); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		raw = append(raw, st)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := rows.Close(); err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	found := skip > 0 && len(raw) > 0 && uint64(raw[0].version) == skip
+	if found {
+		raw = raw[1:]
 	}
 	envs := make([]events.Envelope, len(raw))
 	for i, st := range raw {
 		e, err := events.Decode(st.typ, st.data)
 		if err != nil {
-			return nil, fmt.Errorf("position %d: %w", st.position, err)
+			return nil, false, fmt.Errorf("position %d: %w", st.position, err)
 		}
 		var md events.Metadata
 		if err := json.Unmarshal(st.meta, &md); err != nil {
-			return nil, fmt.Errorf("position %d: decode metadata: %w", st.position, err)
+			return nil, false, fmt.Errorf("position %d: decode metadata: %w", st.position, err)
 		}
 		envs[i] = events.Envelope{
 			Stream:     st.stream,
@@ -188,5 +230,5 @@ func scan(rows *sql.Rows, limit int) ([]events.Envelope, error) {
 			Event:      e,
 		}
 	}
-	return envs, nil
+	return envs, found, nil
 }

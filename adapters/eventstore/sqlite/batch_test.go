@@ -1,0 +1,55 @@
+package sqlite
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"hermes/events"
+)
+
+// TestAppendBatch: each stream of a batch is checked against its own
+// expected version; a conflict, a malformed append or a retry answers for
+// that stream alone, the others are appended, and every result is in the
+// order of the appends, across more than one writer window.
+func TestAppendBatch(t *testing.T) {
+	s := openTemp(t)
+	mustAppend(t, s, "lane-conflict", events.NoStream(), touch("c1"))
+	mustAppend(t, s, "lane-retry", events.NoStream(), touch("r1"))
+	const n = maxBatchRequests + 10
+	appends := make([]events.StreamAppend, 0, n+3)
+	for i := range n {
+		appends = append(appends, events.StreamAppend{Stream: fmt.Sprintf("lane-%d", i), Expected: events.NoStream(), Proposed: touch(fmt.Sprintf("e%d", i))})
+	}
+	appends = append(appends,
+		events.StreamAppend{Stream: "lane-conflict", Expected: events.NoStream(), Proposed: touch("c2")},
+		events.StreamAppend{Stream: "lane-empty", Expected: events.NoStream()},
+		events.StreamAppend{Stream: "lane-retry", Expected: events.NoStream(), Proposed: touch("r1")},
+	)
+	out, err := s.AppendBatch(t.Context(), appends)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != len(appends) {
+		t.Fatalf("%d results for %d appends", len(out), len(appends))
+	}
+	for i := range n {
+		if out[i].Err != nil || out[i].Result.LastVersion() != 1 {
+			t.Fatalf("append %d = %+v, want version 1", i, out[i])
+		}
+	}
+	for _, c := range []struct {
+		i    int
+		want error
+	}{{n, events.ErrWrongExpectedVersion}, {n + 1, events.ErrInvalidAppend}} {
+		if !errors.Is(out[c.i].Err, c.want) {
+			t.Errorf("append %s = %v, want %v", appends[c.i].Stream, out[c.i].Err, c.want)
+		}
+	}
+	if r := out[n+2]; r.Err != nil || !r.Result.Duplicate || r.Result.LastVersion() != 1 {
+		t.Errorf("retried append = %+v, want the duplicate at version 1", r)
+	}
+	if head, _ := s.Head(t.Context()); head != n+2 {
+		t.Errorf("head = %d, want %d", head, n+2)
+	}
+}

@@ -1,0 +1,83 @@
+package commands_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"hermes/commands"
+	"hermes/domain"
+	"hermes/events"
+	"hermes/testfixtures"
+)
+
+// appendOnly hides the store's events.BatchAppender, so the sweep takes its
+// one-Append-per-stream fallback (a KurrentDB store's path).
+type appendOnly struct{ commands.EventLog }
+
+// TestSweep_BatchAndFallback: the restart sweep marks the same lanes, with
+// one event per lane under the lane's own command id, whether the store
+// appends the batch at once or stream by stream; a lane another process
+// changed after this handler cached it is decided again on its own; a
+// retried sweep (same command id) appends nothing new.
+func TestSweep_BatchAndFallback(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		batch bool
+	}{{"batch appender", true}, {"per-stream fallback", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := newFixture(t, idleConfig())
+			var log commands.EventLog = f.store
+			if !tc.batch {
+				log = appendOnly{f.store}
+			}
+			h := commands.NewHandler(log, idleConfig(), commands.WithClock(f.clock.Now),
+				commands.WithDirectory(testfixtures.StoreDirectory{Store: f.store}))
+			src := func(chat string) domain.SessionSource {
+				return domain.SessionSource{Platform: "telegram", ChatID: chat, ChatType: "dm"}
+			}
+			const lanes = 40
+			for i := range lanes {
+				if _, err := h.ResolveSession(ctx, commands.ResolveSession{Source: src(fmt.Sprint(i))}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Another process suspends lane 7 behind this handler's cache:
+			// the batch append of lane 7 conflicts, and lane 7 (now
+			// suspended) must not be marked.
+			other := commands.NewHandler(f.store, idleConfig(), commands.WithClock(f.clock.Now))
+			key7 := "agent:main:telegram:dm:7"
+			if _, err := other.SuspendSession(ctx, commands.SuspendSession{Key: key7, Reason: events.SuspendStopCommand}); err != nil {
+				t.Fatal(err)
+			}
+			f.clock.Advance(time.Minute)
+			marked, err := h.SuspendRecentlyActive(ctx, commands.SuspendRecentlyActive{MaxAge: time.Hour, CommandID: "boot-1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(marked) != lanes-1 {
+				t.Fatalf("marked %d lanes, want %d: %v", len(marked), lanes-1, marked)
+			}
+			for _, k := range marked {
+				if k == key7 {
+					t.Fatalf("marked the suspended lane %s", key7)
+				}
+				envs := f.history(t, k)
+				last := envs[len(envs)-1]
+				if _, ok := last.Event.(events.ResumeMarked); !ok || last.Metadata.CommandID != "boot-1/"+k || last.Metadata.Command != "suspend_recently_active" {
+					t.Fatalf("lane %s ends with %s %+v, want its own resume mark", k, last.Type, last.Metadata)
+				}
+			}
+			head, _ := f.store.Head(ctx)
+			again, err := h.SuspendRecentlyActive(ctx, commands.SuspendRecentlyActive{MaxAge: time.Hour, CommandID: "boot-1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if head2, _ := f.store.Head(ctx); head2 != head || len(again) != 0 {
+				t.Fatalf("retried sweep marked %v and moved the head %d -> %d", again, head, head2)
+			}
+		})
+	}
+}
