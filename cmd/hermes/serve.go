@@ -193,9 +193,17 @@ func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
 		return err
 	}
 	rt.runner = projections.NewRunner(rt.raw, rt.lanes, rt.state)
+	rt.runner.SetLogger(rt.log)
 	start := time.Now()
 	if err := rt.runner.CatchUp(ctx, progressReporter(stderr, "catching up")); err != nil {
-		return err
+		if !errors.Is(err, events.ErrStorageFull) {
+			return err
+		}
+		// A full disk does not stop the start: reads are served from the
+		// read models as they are, writes are refused, and the runner
+		// catches up by itself once space returns.
+		rt.log.Error("read models cannot catch up: storage full; serving reads, refusing writes until space is freed", "err", err)
+		return nil
 	}
 	head, _ := rt.raw.Head(ctx)
 	rt.log.Info("read models caught up", "events", head, "took", time.Since(start).Round(time.Millisecond))
@@ -241,22 +249,31 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(ln) }()
 
-	if err := rt.recover(ctx); err != nil {
+	var bg background
+	defer bg.stop()
+	late := make(chan error, 1) // a recovery deferred by a full disk that failed otherwise
+	err = errStorageNotReady
+	if rt.runner.StorageError() == nil {
+		err = rt.recover(ctx)
+	}
+	switch {
+	case err == nil:
+		if err := rt.becomeReady(runCtx, &bg); err != nil {
+			srv.Close()
+			stopRunner()
+			<-runnerDone
+			return err
+		}
+	case retryableStorage(err, rt.runner):
+		rt.log.Error("storage full at start: serving reads, refusing writes; recovery and readiness follow once space is freed", "err", err)
+		go func() { late <- rt.recoverLater(runCtx, &bg) }()
+	default:
 		srv.Close()
 		stopRunner()
 		<-runnerDone
 		return err
 	}
-	stopBackground, err := rt.startBackground(runCtx)
-	if err != nil {
-		srv.Close()
-		stopRunner()
-		<-runnerDone
-		return err
-	}
-	defer stopBackground()
-	rt.server.SetReady(true)
-	rt.log.Info("hermes serving", "addr", ln.Addr().String(), "home", rt.home.dir, "pid", os.Getpid())
+	rt.log.Info("hermes serving", "addr", ln.Addr().String(), "home", rt.home.dir, "pid", os.Getpid(), "ready", err == nil)
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
@@ -276,6 +293,14 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 	case err := <-runnerDone:
 		srv.Close()
 		return fmt.Errorf("projections stopped: %w", err)
+	case err := <-late:
+		if err != nil {
+			srv.Close()
+			stopRunner()
+			<-runnerDone
+			return err
+		}
+		return nil // ctx ended while waiting
 	case <-ctx.Done():
 	}
 
@@ -287,7 +312,7 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 		os.Exit(exitFailure)
 	})
 	defer watchdog.Stop()
-	stopBackground() // no expiry pass or webhook delivery during the drain
+	bg.stop() // no expiry pass or webhook delivery during the drain
 	clean := rt.drain(ctx, restarting, drainTimeout(rt.cfg.Agent))
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), min(5*time.Second, time.Until(stopBy)/2))
 	defer cancel()
