@@ -38,6 +38,7 @@ type Config struct {
 	Recovery Recovery
 	Hooks    Hooks
 	Gateway  Gateway
+	Storage  Storage
 	// MultiplexProfiles is multiplex_profiles.
 	MultiplexProfiles bool
 	// Profile is profile: the active profile name.
@@ -176,6 +177,14 @@ type Expiry struct {
 	Interval time.Duration // expiry.interval_seconds
 }
 
+// Storage is the storage block: the files of the home.
+type Storage struct {
+	// BrokenRetention is storage.broken_retention_seconds: how long a
+	// damaged read model moved aside at start (<name>.broken-<time>) is
+	// kept before it is deleted; it may hold content erased since.
+	BrokenRetention time.Duration
+}
+
 // Recovery is the recovery block: restart recovery.
 type Recovery struct {
 	// Recent is recovery.recent_seconds: sessions updated this recently
@@ -227,6 +236,7 @@ func Default() Config {
 		Recovery: Recovery{Recent: 120 * time.Second, StuckLoopThreshold: 3},
 		Hooks:    Hooks{StartAtHead: true, MaxInFlight: 8},
 		Gateway:  Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
+		Storage:  Storage{BrokenRetention: 7 * 24 * time.Hour},
 	}
 }
 

@@ -85,6 +85,7 @@ func TestLoadDefaultsWithoutFile(t *testing.T) {
 		Recovery:               config.Recovery{Recent: 120 * time.Second, StuckLoopThreshold: 3},
 		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
 		Gateway:                config.Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
+		Storage:                config.Storage{BrokenRetention: 7 * 24 * time.Hour},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Load() without a file mismatch (-want +got):\n%s", diff)
@@ -156,6 +157,8 @@ gateway:
   queue:
     max_items: 5
     ttl_seconds: 3600
+storage:
+  broken_retention_seconds: 3600
 multiplex_profiles: true
 profile: coder
 `
@@ -180,6 +183,7 @@ profile: coder
 		Recovery:               config.Recovery{Recent: 0, StuckLoopThreshold: 5},
 		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
 		Gateway:                config.Gateway{BusyInputMode: "queue", QueueMaxItems: 5, QueueTTL: time.Hour},
+		Storage:                config.Storage{BrokenRetention: time.Hour},
 		PlatformSettings:       map[string]config.Platform{"telegram": {}},
 		MultiplexProfiles:      true,
 		Profile:                "coder",

@@ -180,10 +180,19 @@ func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
 	if rt.cfg.Sessions.WriteSessionsJSON {
 		exports.SessionsJSON = rt.home.sessionsJSON()
 	}
-	if rt.lanes, err = sessions.Open(rt.home.lanesDB(), exports); err != nil {
+	// The read models are disposable: a damaged one is moved aside and
+	// rebuilt by the catch-up below (heal.go).
+	now := time.Now()
+	sweepBroken(rt.log, now, rt.cfg.Storage.BrokenRetention, rt.home.lanesDB(), rt.home.stateDB())
+	lanesPath, statePath := rt.home.lanesDB(), rt.home.stateDB()
+	if rt.lanes, err = healable(rt.log, now, lanesPath, "lanes.db",
+		func() (*sessions.Projection, error) { return sessions.Open(lanesPath, exports) },
+		func(error) bool { return true }); err != nil {
 		return err
 	}
-	if rt.state, err = transcripts.Open(rt.home.stateDB()); err != nil {
+	if rt.state, err = healable(rt.log, now, statePath, "state.db",
+		func() (*transcripts.Projection, error) { return transcripts.Open(statePath) },
+		stateDBIsOurs(statePath)); err != nil {
 		return err
 	}
 	rt.clamps = newClampLogger(rt.log)

@@ -62,6 +62,18 @@ func (rt *runtime) becomeReady(ctx context.Context, bg *background) error {
 		return nil
 	}
 	rt.server.SetReady(true)
+	go func() {
+		tick := time.NewTicker(time.Hour)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				sweepBroken(rt.log, time.Now(), rt.cfg.Storage.BrokenRetention, rt.home.lanesDB(), rt.home.stateDB())
+			}
+		}
+	}()
 	return nil
 }
 

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"hermes/projections/transcripts"
+
+	sqlitedriver "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Self-healing read models. lanes.db and state.db are disposable: one that
+// cannot be opened or fails SQLite's quick check at start is moved aside
+// (<name>.broken-<UTC time>, with its -wal and -shm) and rebuilt from the
+// log before /readyz turns ready. The moved-aside copy is kept for
+// storage.broken_retention_seconds (7 days by default), then deleted: it
+// may hold content erased since, and erased content must not survive in
+// the files hermes writes for longer than that bound.
+//
+// A state.db hermes cannot tell it wrote (Python Hermes' own, or one too
+// damaged to say) is never moved: the start is refused, as before.
+
+// brokenSuffix marks a read model moved aside.
+const brokenSuffix = ".broken-"
+
+// brokenStamp is the UTC time in a moved-aside name.
+const brokenStamp = "20060102T150405Z"
+
+// healable opens a read model, runs SQLite's quick check on it, and moves
+// the file aside and opens a fresh one when either fails. ours says whether
+// a file that failed may be moved: false for a state.db hermes cannot tell
+// it wrote.
+func healable[P io.Closer](log *slog.Logger, now time.Time, path, what string, open func() (P, error), ours func(error) bool) (P, error) {
+	p, err := open()
+	if err == nil {
+		if err = quickCheck(path); err != nil {
+			p.Close()
+		}
+	}
+	if err == nil {
+		return p, nil
+	}
+	var zero P
+	if !damaged(err) {
+		return zero, err
+	}
+	if !ours(err) {
+		if errors.Is(err, transcripts.ErrForeignDatabase) {
+			return zero, err
+		}
+		return zero, fmt.Errorf("%s is damaged (%w) and hermes cannot tell it wrote it, so it is left untouched (Python Hermes' state.db never is): if it is hermes' read model, move it aside and start again, hermes rebuilds it from the log", what, err)
+	}
+	aside, moveErr := moveAside(path, now)
+	if moveErr != nil {
+		return zero, fmt.Errorf("%s is damaged (%w) and could not be moved aside: %w; run `hermes projections rebuild`", what, err, moveErr)
+	}
+	log.Warn("read model damaged: moved aside, rebuilding it from the event log before serving",
+		"read_model", what, "err", err, "moved_to", aside)
+	return open()
+}
+
+// errQuickCheck: SQLite's quick check found damage.
+var errQuickCheck = errors.New("quick check failed")
+
+// damaged says whether an error opening or checking a read model means the
+// file is damaged (and not, say, a full disk or a permission).
+func damaged(err error) bool {
+	if errors.Is(err, errQuickCheck) {
+		return true
+	}
+	var se *sqlitedriver.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
+			return true
+		}
+	}
+	return false
+}
+
+// quickCheck runs PRAGMA quick_check on the SQLite file at path, on a
+// read-only connection of its own.
+func quickCheck(path string) error {
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Add("_pragma", "busy_timeout(10000)")
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String())
+	if err != nil {
+		return fmt.Errorf("quick check %s: %w", path, err)
+	}
+	defer db.Close()
+	rows, err := db.Query("PRAGMA quick_check")
+	if err != nil {
+		return fmt.Errorf("quick check %s: %w", path, err)
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return fmt.Errorf("quick check %s: %w", path, err)
+		}
+		if line != "ok" && len(problems) < 5 {
+			problems = append(problems, line)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("quick check %s: %w", path, err)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s: %w: %s", path, errQuickCheck, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// moveAside renames path and its -wal and -shm to <path>.broken-<time>…
+// and returns the new name.
+func moveAside(path string, now time.Time) (string, error) {
+	aside := path + brokenSuffix + now.UTC().Format(brokenStamp)
+	for _, suffix := range []string{"-wal", "-shm", ""} {
+		if err := os.Rename(path+suffix, aside+suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
+	}
+	return aside, nil
+}
+
+// stateDBIsOurs says whether a state.db that failed to open or check may be
+// moved aside: not when it is foreign (Python Hermes'), and only when its
+// schema (page 1, read despite damage elsewhere) has hermes' own state_meta
+// table, which Python Hermes never creates.
+func stateDBIsOurs(path string) func(error) bool {
+	return func(err error) bool {
+		if errors.Is(err, transcripts.ErrForeignDatabase) {
+			return false
+		}
+		q := url.Values{}
+		q.Set("mode", "ro")
+		q.Add("_pragma", "busy_timeout(10000)")
+		db, openErr := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String())
+		if openErr != nil {
+			return false
+		}
+		defer db.Close()
+		var n int
+		if db.QueryRow("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'state_meta'").Scan(&n) != nil {
+			return false
+		}
+		return n == 1
+	}
+}
+
+// sweepBroken deletes the read models moved aside longer ago than
+// retention (from their name's time) in the directories of paths.
+func sweepBroken(log *slog.Logger, now time.Time, retention time.Duration, paths ...string) {
+	for _, p := range paths {
+		matches, _ := filepath.Glob(p + brokenSuffix + "*")
+		for _, m := range matches {
+			stamp := strings.TrimPrefix(m, p+brokenSuffix)
+			stamp = strings.TrimSuffix(strings.TrimSuffix(stamp, "-wal"), "-shm")
+			at, err := time.Parse(brokenStamp, stamp)
+			if err != nil || now.Sub(at) < retention {
+				continue
+			}
+			if err := os.Remove(m); err != nil {
+				log.Warn("could not delete an expired damaged read model", "file", m, "err", err)
+				continue
+			}
+			log.Info("deleted a damaged read model past storage.broken_retention_seconds", "file", m)
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// seedHome starts hermes on home, writes lanes with transcripts, stops it
+// cleanly and returns what the read routes answered.
+func seedHome(t *testing.T, home string, lanes int) map[string]json.RawMessage {
+	t.Helper()
+	s := startServer(t, home, nil)
+	var keys, ids []string
+	for i := range lanes {
+		var r resolved
+		s.must("POST", "/v1/sessions/resolve", map[string]any{"source": map[string]any{"platform": "telegram", "chat_id": fmt.Sprintf("c%d", i), "chat_type": "dm"}}, &r)
+		keys, ids = append(keys, r.Entry.SessionKey), append(ids, r.Entry.SessionID)
+		for j := range 20 {
+			s.must("POST", "/v1/transcripts/"+r.Entry.SessionID+"/messages", map[string]any{"role": "user", "content": fmt.Sprintf("message %d of lane %d %s", j, i, strings.Repeat("text ", 40))}, nil)
+		}
+	}
+	answers := readAnswers(t, s, keys, ids)
+	if code := s.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("stop = %d\n%s", code, s.stderr.String())
+	}
+	return answers
+}
+
+// readAnswers collects the answers of the read routes for keys and ids.
+func readAnswers(t *testing.T, s *server, keys, ids []string) map[string]json.RawMessage {
+	t.Helper()
+	out := map[string]json.RawMessage{}
+	paths := []string{"/v1/sessions", "/v1/search?q=message"}
+	for _, k := range keys {
+		paths = append(paths, "/v1/sessions/"+url.PathEscape(k))
+	}
+	for _, id := range ids {
+		paths = append(paths, "/v1/transcripts/"+id+"/messages", "/v1/transcripts/"+id)
+	}
+	for _, p := range paths {
+		var raw json.RawMessage
+		s.must("GET", p, nil, &raw)
+		out[p] = raw
+	}
+	return out
+}
+
+// garble overwrites pages of the SQLite file at path with random bytes:
+// from page first (1 is the header page; 0: two thirds of the way in, past
+// the pages of the schema, written first) to the last.
+func garble(t *testing.T, path string, first int) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const page = 4096
+	pages := int(st.Size() / page)
+	last := pages
+	if first == 0 {
+		first = max(2, 2*pages/3)
+	}
+	if pages < first+2 {
+		t.Fatalf("%s has %d pages, too few to garble from page %d", path, pages, first)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	junk := make([]byte, page)
+	for p := first; p <= last; p++ {
+		for i := range junk {
+			junk[i] = byte(rng.Uint32())
+		}
+		if _, err := f.WriteAt(junk, int64(p-1)*page); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDamagedReadModelRebuiltAtStart garbles lanes.db and state.db (the
+// server stopped) and checks that the next start moves the file aside,
+// says so, rebuilds it from the log before ready and answers every read as
+// before.
+func TestDamagedReadModelRebuiltAtStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	for _, tc := range []struct {
+		name  string
+		file  func(h homeLayout) string
+		first int // first page garbled
+	}{
+		{"lanes.db pages", homeLayout.lanesDB, 2},
+		{"lanes.db header", homeLayout.lanesDB, 1},
+		{"state.db pages", homeLayout.stateDB, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := t.TempDir()
+			before := seedHome(t, home, 4)
+			path := tc.file(homeLayout{dir: home})
+			garble(t, path, tc.first)
+
+			s := startServer(t, home, nil)
+			if !strings.Contains(s.stderr.String(), "read model damaged: moved aside") {
+				t.Fatalf("no log line says the read model was moved aside:\n%s", s.stderr.String())
+			}
+			aside, _ := filepath.Glob(path + ".broken-*")
+			if len(aside) == 0 {
+				t.Fatalf("no %s.broken-* kept", path)
+			}
+			for p, want := range before {
+				var got json.RawMessage
+				s.must("GET", p, nil, &got)
+				if !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(want)) {
+					t.Errorf("GET %s after the rebuild:\n got %s\nwant %s", p, got, want)
+				}
+			}
+			if code := s.stop(syscall.SIGTERM); code != 0 {
+				t.Fatalf("stop = %d", code)
+			}
+			out, _ := hermes(t, 0, "projections", "verify", "--home", home)
+			if !strings.Contains(out, "ok") {
+				t.Fatalf("verify: %s", out)
+			}
+		})
+	}
+}
