@@ -180,4 +180,3 @@ func verifyReadModels(t *testing.T, h *harness) {
 		t.Fatalf("read models differ from a rebuild: %s", diff)
 	}
 }
-
