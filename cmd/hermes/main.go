@@ -78,6 +78,9 @@ func newRootCommand() *cobra.Command {
 		newSessionsCommand(g),
 		newSearchCommand(g),
 		newProjectionsCommand(g),
+		newCheckCommand(g),
+		newBackupCommand(g),
+		newRestoreCommand(g),
 		newConfigCommand(g),
 	)
 	return root

@@ -99,6 +99,12 @@ func runRebuild(ctx context.Context, g *globalFlags, stderr io.Writer) error {
 		return fmt.Errorf("rebuild needs hermes serve stopped: %w", err)
 	}
 	defer lock.release()
+	return rebuildReadModels(ctx, h, stderr)
+}
+
+// rebuildReadModels rebuilds h's read models from its log into a scratch
+// directory and swaps them into place; the caller holds the gateway lock.
+func rebuildReadModels(ctx context.Context, h homeLayout, stderr io.Writer) error {
 	store, err := sqlite.Open(h.eventsDB(), sqlite.WithReadOnly())
 	if err != nil {
 		return err

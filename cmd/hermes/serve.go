@@ -169,6 +169,9 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
 	var err error
 	rt.raw, err = sqlite.Open(rt.home.eventsDB(), sqlite.WithClock(rt.now))
+	if sqlite.IsDamaged(err) {
+		return damagedLogError(rt.home, err)
+	}
 	if err != nil {
 		return err
 	}
