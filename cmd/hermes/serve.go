@@ -291,29 +291,34 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
 	defer signal.Stop(sigs)
 	restarting := false
-	select {
-	case sig := <-sigs:
-		restarting = sig == syscall.SIGUSR1
-		rt.log.Info("stopping", "signal", sig.String(), "restart", restarting)
-	case <-restart:
-		restarting = true
-		rt.log.Info("restart requested over HTTP")
-	case err := <-serveDone:
-		stopRunner()
-		<-runnerDone
-		return fmt.Errorf("http server: %w", err)
-	case err := <-runnerDone:
-		srv.Close()
-		return fmt.Errorf("projections stopped: %w", err)
-	case err := <-late:
-		if err != nil {
-			srv.Close()
+wait:
+	for {
+		select {
+		case sig := <-sigs:
+			restarting = sig == syscall.SIGUSR1
+			rt.log.Info("stopping", "signal", sig.String(), "restart", restarting)
+		case <-restart:
+			restarting = true
+			rt.log.Info("restart requested over HTTP")
+		case err := <-serveDone:
 			stopRunner()
 			<-runnerDone
-			return err
+			return fmt.Errorf("http server: %w", err)
+		case err := <-runnerDone:
+			srv.Close()
+			return fmt.Errorf("projections stopped: %w", err)
+		case err := <-late:
+			if err != nil {
+				srv.Close()
+				stopRunner()
+				<-runnerDone
+				return err
+			}
+			late = nil // recovered after a full disk: ready, serve on
+			continue
+		case <-ctx.Done():
 		}
-		return nil // ctx ended while waiting
-	case <-ctx.Done():
+		break wait
 	}
 
 	// The whole stop fits in agent.shutdown_timeout; the watchdog is the
