@@ -134,6 +134,9 @@ backed up: restore rebuilds them.`,
 
 // roDSN is a read-only connection to a SQLite file.
 func roDSN(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs // a relative path would read as the URI's authority
+	}
 	q := url.Values{}
 	q.Set("mode", "ro")
 	q.Add("_pragma", "busy_timeout(10000)")

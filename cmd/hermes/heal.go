@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,10 +89,7 @@ func damaged(err error) bool {
 // quickCheck runs PRAGMA quick_check on the SQLite file at path, on a
 // read-only connection of its own.
 func quickCheck(path string) error {
-	q := url.Values{}
-	q.Set("mode", "ro")
-	q.Add("_pragma", "busy_timeout(10000)")
-	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String())
+	db, err := sql.Open("sqlite", roDSN(path))
 	if err != nil {
 		return fmt.Errorf("quick check %s: %w", path, err)
 	}
@@ -143,10 +139,7 @@ func stateDBIsOurs(path string) func(error) bool {
 		if errors.Is(err, transcripts.ErrForeignDatabase) {
 			return false
 		}
-		q := url.Values{}
-		q.Set("mode", "ro")
-		q.Add("_pragma", "busy_timeout(10000)")
-		db, openErr := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String())
+		db, openErr := sql.Open("sqlite", roDSN(path))
 		if openErr != nil {
 			return false
 		}
