@@ -161,6 +161,7 @@ func (s *Server) Handler() http.Handler {
 		r.Method(http.MethodGet, "/metrics", s.Metrics.Handler())
 	}
 	r.Get("/openapi.json", serveOpenAPI)
+	s.uiPages(r) // the web UI at /ui/ (ui.go)
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.auth)
 		r.Use(s.limitBody)
@@ -171,6 +172,7 @@ func (s *Server) Handler() http.Handler {
 		s.transcriptRoutes(rt)
 		s.queueRoutes(rt)
 		s.contextRoutes(rt)
+		s.uiRoutes(rt) // the lane search and timeline the web UI reads (ui.go)
 		if s.Clock != nil {
 			rt.control("/clock", s.setClock)
 		}

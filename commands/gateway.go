@@ -19,9 +19,12 @@ type GatewayRun struct {
 	Clean   bool
 }
 
+// gatewayStream is this node's gateway stream.
+func (h *Handler) gatewayStream() string { return events.GatewayStreamOf(h.node) }
+
 // PreviousRun reads the gateway stream's last start and stop.
 func (h *Handler) PreviousRun(ctx context.Context) (GatewayRun, error) {
-	last, err := h.store.ReadStream(ctx, events.GatewayStream, 0, 16, events.Backwards)
+	last, err := h.store.ReadStream(ctx, h.gatewayStream(), 0, 16, events.Backwards)
 	if err != nil {
 		if isNotFound(err) {
 			return GatewayRun{}, nil
@@ -45,7 +48,8 @@ func (h *Handler) PreviousRun(ctx context.Context) (GatewayRun, error) {
 
 // RecordGateway appends a gateway lifecycle event (start, interrupted run,
 // drain, stop). Single instance per home is guaranteed by the gateway lock,
-// so the stream is appended at any version.
+// and each node of a shared store has its own gateway stream, so the
+// stream is appended at any version.
 type RecordGateway struct {
 	Event events.Event
 	// CommandID makes a retry idempotent; empty: one derived from the
@@ -59,10 +63,10 @@ func (h *Handler) RecordGateway(ctx context.Context, c RecordGateway) (uint64, e
 	if commandID == "" {
 		commandID = fmt.Sprintf("gateway/%d/%d/%s", os.Getpid(), h.now().UnixNano(), e.EventType())
 	}
-	res, err := h.store.Append(ctx, events.GatewayStream, events.AnyVersion(), []events.Proposed{{
-		ID:       eventID(commandID, events.GatewayStream, 0),
+	res, err := h.store.Append(ctx, h.gatewayStream(), events.AnyVersion(), []events.Proposed{{
+		ID:       eventID(commandID, h.gatewayStream(), 0),
 		Event:    e,
-		Metadata: events.Metadata{SchemaVersion: events.SchemaVersionOf(e.EventType()), Command: "record_gateway", CommandID: commandID},
+		Metadata: events.Metadata{SchemaVersion: events.SchemaVersionOf(e.EventType()), Command: "record_gateway", CommandID: commandID, Node: h.node},
 	}})
 	if err != nil {
 		return 0, fmt.Errorf("record %s: %w", e.EventType(), err)
@@ -92,7 +96,7 @@ var _ AutoPruneLog = (*Handler)(nil)
 func (h *Handler) LastAutoPrune(ctx context.Context) (time.Time, error) {
 	var from uint64
 	for {
-		page, err := h.store.ReadStream(ctx, events.GatewayStream, from, readPage, events.Backwards)
+		page, err := h.store.ReadStream(ctx, h.gatewayStream(), from, readPage, events.Backwards)
 		if isNotFound(err) {
 			return time.Time{}, nil
 		}

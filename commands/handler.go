@@ -30,6 +30,10 @@ type Handler struct {
 	aliases   AliasSource
 	directory LaneDirectory
 
+	// node names this process among several on one store: its events
+	// carry it, and its gateway stream is gateway-<node>.
+	node string
+
 	locks keyedMutex
 	cache laneCache
 }
@@ -46,6 +50,14 @@ func WithEntropy(f func() string) Option { return func(h *Handler) { h.entropy =
 
 // WithAliases sets where WhatsApp aliases come from.
 func WithAliases(a AliasSource) Option { return func(h *Handler) { h.aliases = a } }
+
+// WithNode names this node among several hermes serve processes sharing one
+// store: every event it appends carries the name (Metadata.Node) and its
+// gateway stream becomes gateway-<node>. Empty (the default) is a single node.
+func WithNode(node string) Option { return func(h *Handler) { h.node = node } }
+
+// Node is the node name given with [WithNode].
+func (h *Handler) Node() string { return h.node }
 
 // WithDirectory sets the lane directory used by the sweeping commands.
 func WithDirectory(d LaneDirectory) Option { return func(h *Handler) { h.directory = d } }
@@ -135,6 +147,7 @@ func (h *Handler) execute(ctx context.Context, key, command, commandID string, d
 					SchemaVersion: events.SchemaVersionOf(e.EventType()),
 					Command:       command,
 					CommandID:     commandID,
+					Node:          h.node,
 				},
 			}
 		}

@@ -86,7 +86,7 @@ func (t *TranscriptCommands) append(ctx context.Context, sessionID, command, com
 		proposed[i] = events.Proposed{
 			ID:       eventID(commandID, stream, i),
 			Event:    e,
-			Metadata: events.Metadata{SchemaVersion: events.SchemaVersionOf(e.EventType()), Command: command, CommandID: commandID},
+			Metadata: events.Metadata{SchemaVersion: events.SchemaVersionOf(e.EventType()), Command: command, CommandID: commandID, Node: t.h.node},
 		}
 	}
 	res, err := t.h.store.Append(ctx, stream, events.AnyVersion(), proposed)

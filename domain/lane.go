@@ -91,6 +91,8 @@ func Evolve(l Lane, e events.Event) Lane {
 		if e.ForceNew {
 			l.Queue = l.Queue.withoutOverflow()
 		}
+	case events.LaneImported:
+		l = importedLane(l, e)
 	case events.SessionAutoReset:
 		l = l.newIncarnation(e.SessionID, e.PreviousSessionID, e.At)
 		l.SessionKey = e.SessionKey
@@ -201,6 +203,47 @@ func (l Lane) newIncarnation(sessionID, previous string, at time.Time) Lane {
 		TurnStartedAt:     l.TurnStartedAt,
 		Queue:             l.Queue,
 	}
+}
+
+// importedLane is the entry Hermes had for the lane, field by field. What
+// hermes tracks beyond Hermes' entry keeps its lane-level value (live
+// processes, an open turn, the queue), which on a fresh lane is none.
+func importedLane(l Lane, e events.LaneImported) Lane {
+	out := Lane{
+		SessionKey:       e.SessionKey,
+		SessionID:        e.SessionID,
+		CreatedAt:        e.CreatedAt,
+		UpdatedAt:        e.UpdatedAt,
+		Origin:           SessionSource(e.Origin),
+		DisplayName:      e.DisplayName,
+		Platform:         e.Platform,
+		ChatType:         e.ChatType,
+		InputTokens:      e.InputTokens,
+		OutputTokens:     e.OutputTokens,
+		CacheReadTokens:  e.CacheReadTokens,
+		CacheWriteTokens: e.CacheWriteTokens,
+		TotalTokens:      e.TotalTokens,
+		EstimatedCostUSD: e.EstimatedCostUSD,
+		CostStatus:       e.CostStatus,
+		LastPromptTokens: e.LastPromptTokens,
+		WasAutoReset:     e.WasAutoReset,
+		AutoResetReason:  e.AutoResetReason,
+		ResetHadActivity: e.ResetHadActivity,
+		IsFreshReset:     e.IsFreshReset,
+		ExpiryFinalized:  e.ExpiryFinalized,
+		Suspended:        e.Suspended,
+		ResumePending:    e.ResumePending,
+		ResumeReason:     e.ResumeReason,
+		HadActivity:      e.HadActivity,
+		ActiveProcesses:  l.ActiveProcesses,
+		OpenTurnID:       l.OpenTurnID,
+		TurnStartedAt:    l.TurnStartedAt,
+		Queue:            l.Queue,
+	}
+	if e.LastResumeMarkedAt != nil {
+		out.LastResumeMarkedAt = *e.LastResumeMarkedAt
+	}
+	return out
 }
 
 // CostStatusUnknown is the cost status of a session with no reported cost.

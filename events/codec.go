@@ -85,6 +85,8 @@ func decodeEvent(typ string, data []byte) (Event, error) {
 		return decode[QueueCleared](typ, data)
 	case TypeQueueItemsExpired:
 		return decode[QueueItemsExpired](typ, data)
+	case TypeLaneImported:
+		return decode[LaneImported](typ, data)
 
 	case TypeMessageAppended:
 		return decode[MessageAppended](typ, data)
@@ -104,6 +106,10 @@ func decodeEvent(typ string, data []byte) (Event, error) {
 		return decode[TranscriptEnded](typ, data)
 	case TypeTranscriptReopened:
 		return decode[TranscriptReopened](typ, data)
+	case TypeSessionImported:
+		return decode[SessionImported](typ, data)
+	case TypeMessagesImported:
+		return decode[MessagesImported](typ, data)
 
 	case TypeGatewayStarted:
 		return decode[GatewayStarted](typ, data)

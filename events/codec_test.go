@@ -64,6 +64,9 @@ var allTypes = []string{
 	events.TypeGatewayStopped,
 	events.TypeMarkerHonoured,
 	events.TypeAutoPruneRan,
+	events.TypeLaneImported,
+	events.TypeSessionImported,
+	events.TypeMessagesImported,
 }
 
 func goldenMessage() events.Message {
@@ -205,6 +208,42 @@ func goldenEvents() []events.Event {
 		events.GatewayStopped{Clean: true, Restart: true, At: goldenAt},
 		events.MarkerHonoured{At: goldenAt},
 		events.AutoPruneRan{Pruned: 12, Vacuumed: true, Error: "state.db busy", At: goldenAt},
+		events.LaneImported{
+			SessionKey: "agent:main:whatsapp:dm:15551234567", SessionID: "20260514_093015_a1b2c3d4",
+			CreatedAt: goldenAt.Add(-time.Hour), UpdatedAt: goldenAt, Origin: goldenOrigin(),
+			DisplayName: "Ops Room", Platform: "whatsapp", ChatType: "dm",
+			InputTokens: 1000, OutputTokens: 200, CacheReadTokens: 300, CacheWriteTokens: 40, TotalTokens: 1200,
+			LastPromptTokens: 1300, EstimatedCostUSD: 0.0125, CostStatus: "estimated",
+			ExpiryFinalized: true, Suspended: true, ResumePending: true, ResumeReason: events.ResumeRestartTimeout,
+			LastResumeMarkedAt: ptr(goldenAt.Add(-time.Minute)), IsFreshReset: true, WasAutoReset: true,
+			AutoResetReason: events.AutoResetIdle, ResetHadActivity: true, HadActivity: true, RestartFailureCount: 2,
+			Extra: map[string]json.RawMessage{"model_override": json.RawMessage(`"gpt-5"`)},
+		},
+		events.SessionImported{
+			SessionID: "20260514_093015_a1b2c3d4", Source: "telegram", UserID: ptr("42"),
+			Model: ptr("anthropic/claude-sonnet-4.6"), ModelConfig: ptr(`{"temperature":0.2}`), SystemPrompt: ptr("You are Hermes."),
+			ParentSessionID: ptr("20260513_080000_deadbeef"), StartedAt: 1778751015.123456, EndedAt: ptr(1778754615.654321),
+			EndReason: ptr("compression"), MessageCount: 12, ToolCallCount: 3, InputTokens: 1200, OutputTokens: 300,
+			CacheReadTokens: 800, CacheWriteTokens: 100, ReasoningTokens: 50,
+			BillingProvider: ptr("openrouter"), BillingBaseURL: ptr("https://example.invalid/v1"), BillingMode: ptr("metered"),
+			EstimatedCostUSD: ptr(0.0123), ActualCostUSD: ptr(0.0119), CostStatus: ptr("estimated"), CostSource: ptr("pricing_table"),
+			PricingVersion: ptr("2026-05"), Title: ptr("Fix Docker Build #2"), APICallCount: 3,
+			HandoffState: ptr("pending"), HandoffPlatform: ptr("telegram"), HandoffError: ptr("timeout"), RewindCount: 1,
+			Extra: map[string]json.RawMessage{"session_key": json.RawMessage(`"agent:main:telegram:dm:42"`)},
+			At:    goldenAt,
+		},
+		events.MessagesImported{
+			SessionID: "20260514_093015_a1b2c3d4",
+			Messages: []events.ImportedMessage{{
+				ID: 17, Role: "assistant", Content: ptr("\x00json:[{\"type\":\"text\",\"text\":\"部署 🚀\"}]"),
+				ToolCallID: ptr("call_1"), ToolCalls: ptr(`[{"id":"call_1","function":{"name":"terminal","arguments":"{}"}}]`),
+				ToolName: ptr("terminal"), Timestamp: 1778751015.123456, TokenCount: ptr(int64(150)), FinishReason: ptr("tool_calls"),
+				Reasoning: ptr("Let me think."), ReasoningContent: ptr("thinking…"), ReasoningDetails: ptr(`[{"type":"summary"}]`),
+				CodexReasoningItems: ptr(`[{"id":"rs_1"}]`), CodexMessageItems: ptr(`[{"id":"msg_1","phase":"final"}]`),
+				Active: true, Extra: map[string]json.RawMessage{"platform_message_id": json.RawMessage(`"wamid.1"`)},
+			}},
+			At: goldenAt,
+		},
 	}
 }
 

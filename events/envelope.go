@@ -10,6 +10,10 @@ type Metadata struct {
 	Command       string `json:"command,omitempty"`
 	CommandID     string `json:"command_id,omitempty"`
 	CorrelationID string `json:"correlation_id,omitempty"`
+	// Node is the hermes serve node that wrote the event, when several
+	// share one store (empty on a single node): crash recovery closes only
+	// the turns its own node opened.
+	Node string `json:"node,omitempty"`
 }
 
 // Proposed is an event offered to [Store.Append]: its id (derived from the
@@ -30,7 +34,10 @@ type Envelope struct {
 	// event of a stream has version 1, and versions never skip.
 	Version uint64
 	// Position is the event's place in the whole log, strictly increasing in
-	// commit order with no gaps; projections checkpoint on it.
+	// commit order; projections checkpoint on it. It is an ordered cursor,
+	// not a count: the SQLite store numbers events 1, 2, 3…, but KurrentDB's
+	// positions are byte offsets with gaps. Compare positions and use one as
+	// an exclusive lower bound; never compute a neighbour with +1 or -1.
 	Position uint64
 	// ID is the event id given by the writer; unique within the stream.
 	ID string

@@ -68,6 +68,11 @@ func (x ExpectedVersion) Matches(current uint64) bool {
 // IsAny reports whether the condition accepts any version.
 func (x ExpectedVersion) IsAny() bool { return x.kind == expectAny }
 
+// Exact returns the version an [ExactVersion] condition names, and false for
+// [AnyVersion] and [NoStream]. A store that forwards the condition to a
+// server (KurrentDB's expected revision) needs it.
+func (x ExpectedVersion) Exact() (uint64, bool) { return x.version, x.kind == expectExact }
+
 func (x ExpectedVersion) String() string {
 	switch x.kind {
 	case expectNoStream:
@@ -128,9 +133,9 @@ const (
 )
 
 // Store is the event-store port: an append-only log of streams with a global
-// order. The embedded SQLite store (adapters/eventstore/sqlite) implements
-// it and passes the contract suite in testfixtures/storetest; a KurrentDB
-// store is planned and must pass the same suite.
+// order. The embedded SQLite store (adapters/eventstore/sqlite) and the
+// KurrentDB store (adapters/eventstore/kurrentdb) implement it and pass the
+// contract suite in testfixtures/storetest.
 type Store interface {
 	// Append writes events to the end of stream, atomically, if the stream's
 	// version satisfies expected. It returns only after the events are

@@ -11,6 +11,20 @@ const (
 	GatewayStream    = "gateway"
 )
 
+// GatewayStreamOf is the gateway stream of one node among several sharing a
+// store: gateway-<node>. A single node (node "") keeps [GatewayStream].
+func GatewayStreamOf(node string) string {
+	if node == "" {
+		return GatewayStream
+	}
+	return GatewayStream + "-" + node
+}
+
+// IsGatewayStream reports whether stream is a gateway stream (of any node).
+func IsGatewayStream(stream string) bool {
+	return stream == GatewayStream || strings.HasPrefix(stream, GatewayStream+"-")
+}
+
 // LaneStream is the name of the lifecycle stream of a session key.
 func LaneStream(sessionKey string) string { return LanePrefix + sessionKey }
 

@@ -386,7 +386,9 @@ func (r *Runner) WaitFresh(ctx context.Context, pos uint64) error {
 	}
 }
 
-// Lag is how far the slowest projection is behind the store's head.
+// Lag is how far the slowest projection is behind the store's head, in
+// position units: events on the SQLite store, bytes of log on KurrentDB
+// (whose positions are byte offsets). Zero means caught up on both.
 func (r *Runner) Lag(ctx context.Context) (uint64, error) {
 	head, err := r.store.Head(ctx)
 	if err != nil {

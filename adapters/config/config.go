@@ -43,6 +43,26 @@ type Config struct {
 	MultiplexProfiles bool
 	// Profile is profile: the active profile name.
 	Profile string
+	// Store is the store block: where the event log lives.
+	Store Store
+	// Node is the node block: this process among several on one store.
+	Node Node
+}
+
+// Store is the store block.
+type Store struct {
+	// URL is store.url: "" for the embedded SQLite store under the home,
+	// or a KurrentDB connection string (esdb://, esdb+discover://,
+	// kurrentdb://, kurrentdb+discover://).
+	URL string
+}
+
+// Node is the node block.
+type Node struct {
+	// ID is node.id: the name of this hermes serve among the nodes sharing
+	// one store (its gateway stream is gateway-<id>); "" derives it from
+	// the host name.
+	ID string
 }
 
 // ResetPolicy is one session_reset block: Hermes' SessionResetPolicy as

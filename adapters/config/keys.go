@@ -201,6 +201,12 @@ func buildKeys() []key {
 		key{path: "profile", kind: kindString,
 			doc: "active profile name, used when multiplex_profiles is on",
 			ptr: func(c *Config) any { return &c.Profile }},
+		key{path: "store.url", kind: kindString, secret: true, check: checkStoreURL,
+			doc: "event store: empty for the embedded SQLite store, or a KurrentDB URL (esdb://host:2113?tls=false, kurrentdb://user:pass@host:2113)",
+			ptr: func(c *Config) any { return &c.Store.URL }},
+		key{path: "node.id", kind: kindString, check: checkNodeID,
+			doc: "name of this node among the hermes serve processes sharing one store; empty: derived from the host name",
+			ptr: func(c *Config) any { return &c.Node.ID }},
 	)
 }
 
@@ -382,6 +388,38 @@ func checkTimezone(s string) string {
 	}
 	if _, err := time.LoadLocation(s); err != nil {
 		return fmt.Sprintf("%q is not a known IANA time zone", s)
+	}
+	return ""
+}
+
+// storeSchemes are the URL schemes of store.url (KurrentDB's).
+var storeSchemes = []string{"esdb", "esdb+discover", "kurrentdb", "kurrentdb+discover", "kurrent", "kurrent+discover"}
+
+func checkStoreURL(s string) string {
+	if s == "" {
+		return ""
+	}
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok || rest == "" {
+		return "is not a URL (want esdb://host:port or kurrentdb://host:port)"
+	}
+	for _, sc := range storeSchemes {
+		if strings.EqualFold(scheme, sc) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("has scheme %q; want one of %s", scheme, strings.Join(storeSchemes, ", "))
+}
+
+// checkNodeID keeps node ids usable in stream names and file names.
+func checkNodeID(s string) string {
+	if len(s) > 64 {
+		return "is longer than 64 characters"
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return fmt.Sprintf("contains %q; use letters, digits, '-', '_' and '.'", r)
+		}
 	}
 	return ""
 }

@@ -57,6 +57,9 @@ func runCheck(ctx context.Context, g *globalFlags, quick bool, salvage string, s
 	if err != nil {
 		return err
 	}
+	if err := requireEmbedded(g, h, "check"); err != nil {
+		return err
+	}
 	if err := h.requireStore(); err != nil {
 		return err
 	}
@@ -73,6 +76,18 @@ func runCheck(ctx context.Context, g *globalFlags, quick bool, salvage string, s
 		return &exitError{code: exitFailure, err: fmt.Errorf("the event log is damaged; restore a backup (hermes restore <backup> --home %s --force) or salvage what reads (hermes check --salvage <new file>)", h.dir)}
 	}
 	fmt.Fprintf(stdout, "ok: the event log is intact (%s)\n", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// requireEmbedded refuses check, backup and restore on a KurrentDB store.
+func requireEmbedded(g *globalFlags, h homeLayout, what string) error {
+	spec, err := resolveStore(g, h)
+	if err != nil {
+		return err
+	}
+	if !spec.embedded() {
+		return usageError(fmt.Errorf("hermes %s works on the embedded SQLite log; the store is %s: use KurrentDB's own tools", what, spec))
+	}
 	return nil
 }
 
@@ -118,6 +133,9 @@ backed up: restore rebuilds them.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, err := resolveHome(g)
 			if err != nil {
+				return err
+			}
+			if err := requireEmbedded(g, h, "backup"); err != nil {
 				return err
 			}
 			m, dir, took, err := backup(orBackground(cmd.Context()), h, args[0], time.Now(), cmd.ErrOrStderr())
@@ -317,6 +335,9 @@ state.db is never overwritten). Start hermes serve afterwards.`,
 			if err != nil {
 				return err
 			}
+			if err := requireEmbedded(g, h, "restore"); err != nil {
+				return err
+			}
 			start := time.Now()
 			m, err := restore(orBackground(cmd.Context()), h, args[0], force, cmd.ErrOrStderr())
 			if err != nil {
@@ -388,7 +409,7 @@ func restore(ctx context.Context, h homeLayout, dir string, force bool, stderr i
 	if err := os.Remove(h.cleanShutdown()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return m, fmt.Errorf("restore: %w", err)
 	}
-	if err := rebuildReadModels(ctx, h, stderr); err != nil {
+	if err := rebuildReadModels(ctx, h, storeSpec{}, stderr); err != nil {
 		return m, fmt.Errorf("restore: the log is in place, rebuilding the read models failed (run hermes projections rebuild): %w", err)
 	}
 	return m, nil

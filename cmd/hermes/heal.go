@@ -58,7 +58,7 @@ func healable[P io.Closer](log *slog.Logger, now time.Time, path, what string, o
 		}
 		return zero, fmt.Errorf("%s is damaged (%w) and hermes cannot tell it wrote it, so it is left untouched (Python Hermes' state.db never is): if it is hermes' read model, move it aside and start again, hermes rebuilds it from the log", what, err)
 	}
-	aside, moveErr := moveAside(path, now)
+	aside, moveErr := moveBrokenAside(path, now)
 	if moveErr != nil {
 		return zero, fmt.Errorf("%s is damaged (%w) and could not be moved aside: %w; run `hermes projections rebuild`", what, err, moveErr)
 	}
@@ -118,9 +118,9 @@ func quickCheck(path string) error {
 	return nil
 }
 
-// moveAside renames path and its -wal and -shm to <path>.broken-<time>…
+// moveBrokenAside renames path and its -wal and -shm to <path>.broken-<time>…
 // and returns the new name.
-func moveAside(path string, now time.Time) (string, error) {
+func moveBrokenAside(path string, now time.Time) (string, error) {
 	aside := path + brokenSuffix + now.UTC().Format(brokenStamp)
 	for _, suffix := range []string{"-wal", "-shm", ""} {
 		if err := os.Rename(path+suffix, aside+suffix); err != nil && !errors.Is(err, os.ErrNotExist) {

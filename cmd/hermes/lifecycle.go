@@ -89,6 +89,9 @@ func (rt *runtime) recoverInterruptedRun(ctx context.Context, prev commands.Gate
 	if err != nil {
 		return err
 	}
+	if open, err = rt.ownTurns(ctx, open); err != nil {
+		return err
+	}
 	if !prev.Stopped {
 		// A crash: the turns open in the log were open when it died, and
 		// each counts one interrupted restart for its lane.
@@ -104,12 +107,45 @@ func (rt *runtime) recoverInterruptedRun(ctx context.Context, prev commands.Gate
 	if err := rt.caughtUp(ctx); err != nil {
 		return err
 	}
-	recent, err := rt.handler.SuspendRecentlyActive(ctx, commands.SuspendRecentlyActive{MaxAge: rt.cfg.Recovery.Recent})
-	if err != nil {
-		return err
+	var recent []string
+	if rt.handler.Node() == "" {
+		// Lanes recently active elsewhere are not this node's to mark: with
+		// several nodes only the turns it opened are recovered.
+		recent, err = rt.handler.SuspendRecentlyActive(ctx, commands.SuspendRecentlyActive{MaxAge: rt.cfg.Recovery.Recent})
+		if err != nil {
+			return err
+		}
 	}
 	rt.log.Warn("previous run did not stop cleanly: recovered", "open_turns", len(open), "recently_active_marked", len(recent))
 	return nil
+}
+
+// ownTurns keeps, among lanes with an open turn, those whose turn this node
+// opened (the turn_started event carries the node's name). On a single node
+// every open turn is its own. A node that never comes back leaves its turns
+// open until a node started with the same node.id recovers them (see the
+// README, Running on KurrentDB).
+func (rt *runtime) ownTurns(ctx context.Context, open []string) ([]string, error) {
+	node := rt.handler.Node()
+	if node == "" {
+		return open, nil
+	}
+	var own []string
+	for _, key := range open {
+		last, err := rt.raw.ReadStream(ctx, events.LaneStream(key), 0, 64, events.Backwards)
+		if err != nil {
+			return nil, fmt.Errorf("lane %s: %w", key, err)
+		}
+		for _, env := range last {
+			if _, ok := env.Event.(events.TurnStarted); ok {
+				if env.Metadata.Node == node {
+					own = append(own, key)
+				}
+				break
+			}
+		}
+	}
+	return own, nil
 }
 
 // suspendStuckLoops suspends the lanes whose turn was cut by the last

@@ -56,6 +56,7 @@ func run(args []string) int {
 type globalFlags struct {
 	home       string
 	configPath string
+	store      string
 }
 
 func newRootCommand() *cobra.Command {
@@ -72,6 +73,7 @@ func newRootCommand() *cobra.Command {
 	})
 	root.PersistentFlags().StringVar(&g.home, "home", "", "hermes home directory (default $HERMES_HOME or ~/.hermes)")
 	root.PersistentFlags().StringVar(&g.configPath, "config", "", "config file (default <home>/config.yaml)")
+	root.PersistentFlags().StringVar(&g.store, "store", "", "event store: a KurrentDB URL (esdb://host:2113?tls=false); default store.url, or the embedded store")
 	root.AddCommand(
 		newServeCommand(g),
 		newEventsCommand(g),
@@ -82,6 +84,7 @@ func newRootCommand() *cobra.Command {
 		newBackupCommand(g),
 		newRestoreCommand(g),
 		newConfigCommand(g),
+		newImportCommand(g),
 	)
 	return root
 }

@@ -38,6 +38,7 @@ func TestPoisonLog(t *testing.T) {
 
 	s := startServer(t, home, nil)
 	servesValidJSON(t, s)
+	nulLaneListed(t, s)
 	sessionsJSON := filepath.Join(home, "sessions", "sessions.json")
 	data := waitForFile(t, s, sessionsJSON)
 	var entries map[string]any
@@ -80,7 +81,6 @@ func servesValidJSON(t *testing.T, s *server) {
 	t.Helper()
 	for _, path := range []string{
 		"/v1/sessions/agent:main:telegram:dm:777",
-		"/v1/sessions/agent:main:telegram:dm:nul%00x",
 		"/v1/sessions",
 		"/v1/transcripts/recent",
 		"/v1/transcripts/20261123_213415_6862bdb9",
@@ -113,6 +113,40 @@ func servesValidJSON(t *testing.T, s *server) {
 			t.Errorf("GET %s: body holds a lone surrogate escape: %s", path, body)
 		}
 	}
+}
+
+// nulLaneListed checks that the lane an older build created with a NUL in
+// its key is still served, in the listing: the door now refuses such a key
+// in a path (400), so the listing is how it is reached.
+func nulLaneListed(t *testing.T, s *server) {
+	t.Helper()
+	resp, err := http.Get("http://" + s.addr + "/v1/sessions/agent:main:telegram:dm:nul%00x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("GET of the NUL key by path = %d, want 400 (refused at the door)", resp.StatusCode)
+	}
+	resp, err = http.Get("http://" + s.addr + "/v1/sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Sessions []struct {
+			SessionKey string `json:"session_key"`
+		} `json:"sessions"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Sessions {
+		if e.SessionKey == "agent:main:telegram:dm:nul\x00x" {
+			return
+		}
+	}
+	t.Errorf("GET /v1/sessions does not list the lane with a NUL in its key: %+v", list.Sessions)
 }
 
 // waitForFile waits for the exporter to write path.

@@ -12,7 +12,6 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
-	"hermes/adapters/eventstore/sqlite"
 	"hermes/projections"
 	"hermes/projections/sessions"
 	"hermes/projections/transcripts"
@@ -91,7 +90,15 @@ func runRebuild(ctx context.Context, g *globalFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := h.requireStore(); err != nil {
+	spec, err := resolveStore(g, h)
+	if err != nil {
+		return err
+	}
+	if spec.embedded() {
+		if err := h.requireStore(); err != nil {
+			return err
+		}
+	} else if err := h.ensure(); err != nil {
 		return err
 	}
 	lock, err := acquireGatewayLock(h)
@@ -99,13 +106,13 @@ func runRebuild(ctx context.Context, g *globalFlags, stderr io.Writer) error {
 		return fmt.Errorf("rebuild needs hermes serve stopped: %w", err)
 	}
 	defer lock.release()
-	return rebuildReadModels(ctx, h, stderr)
+	return rebuildReadModels(ctx, h, spec, stderr)
 }
 
 // rebuildReadModels rebuilds h's read models from its log into a scratch
 // directory and swaps them into place; the caller holds the gateway lock.
-func rebuildReadModels(ctx context.Context, h homeLayout, stderr io.Writer) error {
-	store, err := sqlite.Open(h.eventsDB(), sqlite.WithReadOnly())
+func rebuildReadModels(ctx context.Context, h homeLayout, spec storeSpec, stderr io.Writer) error {
+	store, err := openStoreReadOnly(ctx, spec, h)
 	if err != nil {
 		return err
 	}
@@ -132,6 +139,10 @@ func rebuildReadModels(ctx context.Context, h homeLayout, stderr io.Writer) erro
 		}
 	}
 	head, _ := store.Head(ctx)
+	if !spec.embedded() {
+		fmt.Fprintf(stderr, "rebuilt the read models up to position %d of %s in %s\n", head, spec, time.Since(start).Round(time.Millisecond))
+		return nil
+	}
 	fmt.Fprintf(stderr, "rebuilt the read models from %d events in %s\n", head, time.Since(start).Round(time.Millisecond))
 	return nil
 }
@@ -155,15 +166,21 @@ func runVerify(ctx context.Context, g *globalFlags, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	if err := h.requireStore(); err != nil {
+	spec, err := resolveStore(g, h)
+	if err != nil {
 		return err
+	}
+	if spec.embedded() {
+		if err := h.requireStore(); err != nil {
+			return err
+		}
 	}
 	lock, err := acquireGatewayLock(h)
 	if err != nil {
 		return fmt.Errorf("verify needs hermes serve stopped (it compares at one position): %w", err)
 	}
 	defer lock.release()
-	store, err := sqlite.Open(h.eventsDB(), sqlite.WithReadOnly())
+	store, err := openStoreReadOnly(ctx, spec, h)
 	if err != nil {
 		return err
 	}
@@ -194,10 +211,14 @@ func runVerify(ctx context.Context, g *globalFlags, stdout, stderr io.Writer) er
 		return fmt.Errorf("read model differs from a rebuild: %s", diff)
 	}
 	head, _ := store.Head(ctx)
+	what := fmt.Sprintf("from %d events", head)
+	if !spec.embedded() {
+		what = fmt.Sprintf("up to position %d of %s", head, spec)
+	}
 	if n > 0 {
-		fmt.Fprintf(stdout, "ok: the read models match a rebuild from %d events; %d event values were clamped or quarantined (docs/FOLD_LIMITS.md)\n", head, n)
+		fmt.Fprintf(stdout, "ok: the read models match a rebuild %s; %d event values were clamped or quarantined (docs/FOLD_LIMITS.md)\n", what, n)
 		return nil
 	}
-	fmt.Fprintf(stdout, "ok: the read models match a rebuild from %d events\n", head)
+	fmt.Fprintf(stdout, "ok: the read models match a rebuild %s\n", what)
 	return nil
 }

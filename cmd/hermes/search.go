@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"hermes/adapters/eventstore/sqlite"
 	"hermes/projections"
 	"hermes/projections/sessions"
 	"hermes/projections/transcripts"
@@ -45,13 +44,13 @@ func newSearchCommand(g *globalFlags) *cobra.Command {
 
 // freshStateDB brings the read models up to the log when no server is
 // running (a running server keeps them current itself).
-func freshStateDB(ctx context.Context, h homeLayout) error {
+func freshStateDB(ctx context.Context, spec storeSpec, h homeLayout) error {
 	lock, err := acquireGatewayLock(h)
 	if err != nil {
 		return nil
 	}
 	defer lock.release()
-	store, err := sqlite.Open(h.eventsDB(), sqlite.WithReadOnly())
+	store, err := openStoreReadOnly(ctx, spec, h)
 	if err != nil {
 		return err
 	}
@@ -73,10 +72,18 @@ func runSearch(ctx context.Context, g *globalFlags, query string, o searchOption
 	if err != nil {
 		return err
 	}
-	if err := h.requireStore(); err != nil {
+	spec, err := resolveStore(g, h)
+	if err != nil {
 		return err
 	}
-	if err := freshStateDB(ctx, h); err != nil {
+	if spec.embedded() {
+		if err := h.requireStore(); err != nil {
+			return err
+		}
+	} else if err := h.ensure(); err != nil {
+		return err
+	}
+	if err := freshStateDB(ctx, spec, h); err != nil {
 		return err
 	}
 	reader, err := transcripts.OpenReader(h.stateDB())

@@ -81,7 +81,7 @@ type runtime struct {
 	clamps   *clampLogger
 	now      func() time.Time
 	store    events.Store
-	raw      *sqlite.Store
+	raw      events.Store
 	lanes    *sessions.Projection
 	state    *transcripts.Projection
 	reader   *transcripts.Reader
@@ -130,7 +130,13 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 
 	metrics := api.NewMetrics()
 	rt.store = metrics.InstrumentStore(rt.raw)
+	var node string
+	if s.cfg.Store.URL != "" {
+		// Several nodes may share this store: name this one.
+		node = nodeID(s.cfg)
+	}
 	rt.handler = commands.NewHandler(rt.store, writeSideConfig(s.cfg),
+		commands.WithNode(node),
 		commands.WithClock(rt.now),
 		commands.WithAliases(aliasDir(s.home.whatsappDir())),
 		commands.WithDirectory(rt.lanes))
@@ -168,7 +174,7 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 // open opens the store and the read models and catches them up.
 func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
 	var err error
-	rt.raw, err = sqlite.Open(rt.home.eventsDB(), sqlite.WithClock(rt.now))
+	rt.raw, err = openStoreForServe(ctx, storeSpec{url: rt.cfg.Store.URL}, rt.home, rt.now, rt.log)
 	if sqlite.IsDamaged(err) {
 		return damagedLogError(rt.home, err)
 	}
@@ -285,7 +291,8 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 		<-runnerDone
 		return err
 	}
-	rt.log.Info("hermes serving", "addr", ln.Addr().String(), "home", rt.home.dir, "pid", os.Getpid(), "ready", err == nil)
+	rt.log.Info("hermes serving", "addr", ln.Addr().String(), "home", rt.home.dir, "pid", os.Getpid(), "ready", err == nil,
+		"store", storeSpec{url: rt.cfg.Store.URL}.String(), "node", rt.handler.Node())
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)

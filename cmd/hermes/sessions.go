@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"hermes/adapters/eventstore/sqlite"
 	"hermes/api"
 	"hermes/domain"
 	"hermes/events"
@@ -51,7 +50,7 @@ func newSessionsCommand(g *globalFlags) *cobra.Command {
 
 // readLanes replays every lane from the log (read-only): the CLI's view
 // needs no read model, so it works with or without a running server.
-func readLanes(ctx context.Context, store *sqlite.Store) (map[string][]events.Envelope, error) {
+func readLanes(ctx context.Context, store events.Store) (map[string][]events.Envelope, error) {
 	lanes := map[string][]events.Envelope{}
 	var after uint64
 	for {
@@ -71,22 +70,23 @@ func readLanes(ctx context.Context, store *sqlite.Store) (map[string][]events.En
 	}
 }
 
-func openReadOnly(g *globalFlags) (*sqlite.Store, error) {
+func openReadOnly(ctx context.Context, g *globalFlags) (events.Store, error) {
 	h, err := resolveHome(g)
 	if err != nil {
 		return nil, err
 	}
-	if err := h.requireStore(); err != nil {
+	spec, err := resolveStore(g, h)
+	if err != nil {
 		return nil, err
 	}
-	return sqlite.Open(h.eventsDB(), sqlite.WithReadOnly())
+	return openStoreReadOnly(ctx, spec, h)
 }
 
 func runSessionsList(ctx context.Context, g *globalFlags, activeMinutes int, asJSON bool, out io.Writer) error {
 	if activeMinutes < 0 {
 		return usageError(errors.New("--active-minutes must not be negative"))
 	}
-	store, err := openReadOnly(g)
+	store, err := openReadOnly(ctx, g)
 	if err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func runSessionsShow(ctx context.Context, g *globalFlags, key, at string, atVers
 		}
 		atTime = t
 	}
-	store, err := openReadOnly(g)
+	store, err := openReadOnly(ctx, g)
 	if err != nil {
 		return err
 	}

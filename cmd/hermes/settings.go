@@ -34,7 +34,7 @@ func loadConfig(g *globalFlags, flags map[string]string) (config.Config, homeLay
 		Home:       h.dir,
 		ConfigPath: g.configPath,
 		Environ:    os.Environ(),
-		Flags:      flags,
+		Flags:      storeFlags(g, flags),
 	})
 	if err != nil {
 		return config.Config{}, homeLayout{}, usageError(err)

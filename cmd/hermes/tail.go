@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,7 +17,6 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
-	"hermes/adapters/eventstore/sqlite"
 	"hermes/api"
 	"hermes/domain"
 	"hermes/events"
@@ -60,7 +58,8 @@ func runTail(ctx context.Context, g *globalFlags, key string, o tailOptions, out
 	if err != nil {
 		return err
 	}
-	if err := h.requireStore(); err != nil {
+	spec, err := resolveStore(g, h)
+	if err != nil {
 		return err
 	}
 	untilVersion, untilTime, err := parseUntil(o.until)
@@ -70,7 +69,7 @@ func runTail(ctx context.Context, g *globalFlags, key string, o tailOptions, out
 	if o.follow && o.until != "" {
 		return usageError(errors.New("--follow and --until cannot be combined"))
 	}
-	store, err := sqlite.Open(h.eventsDB(), sqlite.WithReadOnly())
+	store, err := openStoreReadOnly(ctx, spec, h)
 	if err != nil {
 		return err
 	}
@@ -100,7 +99,7 @@ func runTail(ctx context.Context, g *globalFlags, key string, o tailOptions, out
 				if err := p.lane(env, env.Version >= o.fromVersion); err != nil {
 					return err
 				}
-			} else if env.Stream == events.GatewayStream {
+			} else if events.IsGatewayStream(env.Stream) {
 				if !untilTime.IsZero() && env.Event.OccurredAt().After(untilTime) {
 					return nil
 				}
@@ -133,7 +132,7 @@ func runTail(ctx context.Context, g *globalFlags, key string, o tailOptions, out
 			if err := p.lane(env, env.Version >= o.fromVersion); err != nil {
 				return err
 			}
-		} else if env.Stream == events.GatewayStream {
+		} else if events.IsGatewayStream(env.Stream) {
 			if err := p.gateway(env); err != nil {
 				return err
 			}
@@ -212,7 +211,7 @@ func (p *tailPrinter) lane(env events.Envelope, show bool) error {
 	changes := entryChanges(before, p.state)
 	_, err := fmt.Fprintf(p.out, "%s  v%-4d %s  %s%s\n",
 		env.Event.OccurredAt().UTC().Format("2006-01-02T15:04:05.000000Z"), env.Version,
-		p.paint(env.Type, typeColor(env.Event)), summarize(env.Event), changes)
+		p.paint(env.Type, typeColor(env.Event)), domain.Summary(env.Event), changes)
 	return err
 }
 
@@ -259,7 +258,7 @@ func (p *tailPrinter) transcript(env events.Envelope) error {
 	}
 	_, err := fmt.Fprintf(p.out, "%s  %s  %s  %s\n",
 		env.Event.OccurredAt().UTC().Format("2006-01-02T15:04:05.000000Z"),
-		strings.TrimPrefix(env.Stream, events.TranscriptPrefix), p.paint(env.Type, "2"), summarize(env.Event))
+		strings.TrimPrefix(env.Stream, events.TranscriptPrefix), p.paint(env.Type, "2"), domain.Summary(env.Event))
 	return err
 }
 
@@ -292,118 +291,32 @@ func typeColor(e events.Event) string {
 	}
 }
 
-// summarize says what an event is about, in a few words.
-func summarize(e events.Event) string {
-	switch e := e.(type) {
-	case events.SessionCreated:
-		s := "new session " + e.SessionID
-		if e.ForceNew {
-			s += " (force_new, replacing " + e.PreviousSessionID + ")"
-		} else if e.PreviousSessionID != "" {
-			s += " (after the entry was pruned; previous " + e.PreviousSessionID + ")"
-		}
-		return s
-	case events.SessionAutoReset:
-		return fmt.Sprintf("auto-reset: %s — %s replaced %s (had activity: %t)", e.Reason, e.SessionID, e.PreviousSessionID, e.HadActivity)
-	case events.SessionReset:
-		return fmt.Sprintf("/new: %s replaced %s", e.SessionID, e.PreviousSessionID)
-	case events.SessionSwitched:
-		return fmt.Sprintf("/resume: now on %s (was %s)", e.SessionID, e.PreviousSessionID)
-	case events.Suspended:
-		return "suspended: " + e.Reason
-	case events.ResumeMarked:
-		return "resume pending: " + e.Reason
-	case events.ResumeCleared:
-		return "resume cleared: " + e.Cause
-	case events.Touched:
-		if e.LastPromptTokens != nil {
-			return fmt.Sprintf("touched (last prompt %d tokens)", *e.LastPromptTokens)
-		}
-		return "touched"
-	case events.TurnStarted:
-		return "turn started " + e.TurnID
-	case events.TurnCompleted:
-		s := fmt.Sprintf("turn completed %s: +%d in, +%d out, $%.4f", e.TurnID, e.InputTokens, e.OutputTokens, e.EstimatedCostUSD)
-		if e.Failed {
-			s += " (failed)"
-		}
-		return s
-	case events.ActiveProcessesChanged:
-		return fmt.Sprintf("%d background processes", e.Count)
-	case events.ActivityRecorded:
-		return "first message of " + e.SessionID
-	case events.ExpiryFinalized:
-		if e.Forced {
-			return "expiry finalized (forced after failed hooks)"
-		}
-		return "expiry finalized"
-	case events.EntryPruned:
-		return "entry pruned for age"
-	case events.TurnInterrupted:
-		return fmt.Sprintf("turn %s interrupted: %s", e.TurnID, e.Reason)
-	case events.NoticeDelivered:
-		return "reset notice delivered (" + e.Reason + ")"
-	case events.QueueItemAdded:
-		return fmt.Sprintf("queued %s %s → %s (%d bytes)", e.Kind, e.ItemID, e.Placement, len(e.Text))
-	case events.QueueItemTaken:
-		s := fmt.Sprintf("took %s %s from the %s", e.Kind, e.ItemID, e.From)
-		if e.StagedItemID != "" {
-			s += "; staged " + e.StagedItemID
-		}
-		return s
-	case events.QueueCleared:
-		return fmt.Sprintf("queue cleared: %d items (%s)", len(e.ItemIDs), e.Reason)
-	case events.QueueItemsExpired:
-		return fmt.Sprintf("%d queued items expired", len(e.ItemIDs))
-	case events.MessageAppended:
-		return fmt.Sprintf("%s message (%d bytes)", e.Message.Role, len(e.Message.Content))
-	case events.TranscriptRewritten:
-		return fmt.Sprintf("transcript rewritten (%d messages)", len(e.Messages))
-	case events.TurnsRewound:
-		return fmt.Sprintf("rewound %d turns to message %d", e.TurnsUndone, e.TargetMessageID)
-	case events.TitleSet:
-		return fmt.Sprintf("title %q", e.Title)
-	case events.TranscriptEnded:
-		return "ended: " + e.Reason
-	case events.TranscriptDeleted:
-		return "deleted: " + e.Reason
-	default:
-		return ""
-	}
-}
-
-// entryChanges lists the entry fields an event changed, "  {a: x → y}".
+// entryChanges lists the entry fields an event changed, "  {a: x → y}"
+// (api.EntryChanges; the long values are named only).
 func entryChanges(before, after domain.Lane) string {
-	b, a := entryMap(api.NewEntry(before, 0)), entryMap(api.NewEntry(after, 0))
-	var keys []string
-	for k := range a {
-		if k == "version" || k == "updated_at" && len(a) > 0 {
-			continue
-		}
-		if fmt.Sprint(a[k]) != fmt.Sprint(b[k]) {
-			keys = append(keys, k)
-		}
-	}
-	if len(keys) == 0 {
+	changes := api.EntryChanges(before, after)
+	if len(changes) == 0 {
 		return ""
 	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		if slices.Contains([]string{"origin", "created_at", "turn_started_at"}, k) {
-			parts = append(parts, k)
+	parts := make([]string, 0, len(changes))
+	for _, c := range changes {
+		if slices.Contains([]string{"origin", "created_at", "turn_started_at"}, c.Field) {
+			parts = append(parts, c.Field)
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s: %s → %s", k, show(b[k]), show(a[k])))
+		parts = append(parts, fmt.Sprintf("%s: %s → %s", c.Field, showJSON(c.Before), showJSON(c.After)))
 	}
 	return "  {" + strings.Join(parts, ", ") + "}"
 }
 
-func entryMap(e api.Entry) map[string]any {
-	data, _ := json.Marshal(e)
-	var m map[string]any
-	_ = json.Unmarshal(data, &m)
-	return m
+// showJSON prints a JSON value: strings bare ("" when empty), null, numbers
+// and booleans as they are.
+func showJSON(raw json.RawMessage) string {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return string(raw)
+	}
+	return show(v)
 }
 
 func show(v any) string {

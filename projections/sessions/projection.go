@@ -226,7 +226,7 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) error {
 			}
 			continue
 		}
-		if env.Stream == events.GatewayStream {
+		if events.IsGatewayStream(env.Stream) {
 			if err := p.applyGateway(ctx, tx, &st, env); err != nil {
 				return err
 			}
@@ -283,6 +283,10 @@ func (p *Projection) applyLane(ctx context.Context, tx *sql.Tx, st *batchState, 
 	}
 	row.Version = env.Version
 	st.dirty[key] = true
+	if e, ok := env.Event.(events.LaneImported); ok {
+		// Hermes' .restart_failure_counts carries over as the lane's count.
+		return st.setFailures(ctx, tx, key, max(e.RestartFailureCount, 0))
+	}
 	if domain.ClearsRestartCount(env.Event) {
 		return st.setFailures(ctx, tx, key, 0)
 	}

@@ -66,6 +66,15 @@ var stateEvents = map[string]stateHandler{
 	events.TypeTranscriptReopened: {apply: func(a *applier, _ string, e events.Event) error {
 		return a.exec(a.s.reopenSession, e.(events.TranscriptReopened).SessionID)
 	}},
+	events.TypeLaneImported: {apply: func(a *applier, stream string, e events.Event) error {
+		return a.laneImported(stream, e.(events.LaneImported))
+	}},
+	events.TypeSessionImported: {apply: func(a *applier, _ string, e events.Event) error {
+		return a.sessionImported(e.(events.SessionImported))
+	}},
+	events.TypeMessagesImported: {apply: func(a *applier, _ string, e events.Event) error {
+		return a.messagesImported(e.(events.MessagesImported))
+	}},
 }
 
 // stateHandler applies one event type to state.db.

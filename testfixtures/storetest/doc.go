@@ -1,7 +1,8 @@
 // Package storetest is the contract suite of the event-store port: the
 // behaviour every [events.Store] must have, written once and run by each
-// store's own tests: today the embedded SQLite store's; the planned KurrentDB
-// store will run it as well.
+// store's own tests: the embedded SQLite store's, and the KurrentDB store's
+// (on the emulator in testfixtures/kurrentdb, and on a real server when
+// HERMES_TEST_KURRENTDB_URL is set).
 //
 // It checks only what the port promises: ordering, versions, optimistic
 // concurrency, idempotent appends, reads, and catch-up subscriptions. A

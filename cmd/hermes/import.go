@@ -1,0 +1,362 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"hermes/adapters/eventstore/sqlite"
+	"hermes/adapters/hermeshome"
+	"hermes/commands"
+	"hermes/events"
+)
+
+type importOptions struct {
+	dryRun    bool
+	showNotes int
+}
+
+func newImportCommand(g *globalFlags) *cobra.Command {
+	var o importOptions
+	cmd := &cobra.Command{
+		Use:   "import <hermes-home>",
+		Short: "Move a Python Hermes home (sessions.json, state.db) into the event log",
+		Long: `Reads a Python Hermes home — sessions/sessions.json, state.db (schema v11 or
+later), .restart_failure_counts and .clean_shutdown — and appends one lane
+history per routing entry and one transcript history per state.db session,
+with their original ids and times, into the configured home's event log.
+
+The source is only read. A home that a running Hermes gateway holds is
+refused. Event ids derive from the source, so a second run appends nothing
+and a run killed half way is completed by the next one. When the source is
+the hermes home itself, the Python state.db, sessions.json and
+.restart_failure_counts are moved aside (renamed *.hermes-python-<time>)
+once everything is in the log; 'hermes serve' then builds its own in their
+place.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runImport(orBackground(cmd.Context()), g, args[0], o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "read and report, append nothing")
+	cmd.Flags().IntVar(&o.showNotes, "notes", 50, "how many notes (clamped, skipped, kept values) to list; -1 for all")
+	return cmd
+}
+
+// importSummary counts what an import did.
+type importSummary struct {
+	lanes, sessions                     map[commands.ImportOutcome]int
+	lanesSkipped, sessionsSkipped       int
+	messagesAppended, messagesInSource  int64
+	messagesOversized                   int
+	routingByHermes, stateDBByHermes    bool
+	restartCounts                       int
+	cleanShutdown, hasStateDB, sameHome bool
+	schemaVersion                       int
+}
+
+func runImport(ctx context.Context, g *globalFlags, src string, o importOptions, stdout, stderr io.Writer) error {
+	cfg, h, err := loadConfig(g, nil)
+	if err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(src)
+	if err != nil {
+		return usageError(fmt.Errorf("source %s: %w", src, err))
+	}
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return usageError(fmt.Errorf("source %s is not a directory", abs))
+	}
+	source := hermeshome.Home{Dir: abs}
+	sum := importSummary{lanes: map[commands.ImportOutcome]int{}, sessions: map[commands.ImportOutcome]int{}}
+	sum.sameHome = sameDir(abs, h.dir)
+	rep := &hermeshome.Report{}
+
+	if err := source.CheckNotRunning(rep); err != nil {
+		return fmt.Errorf("import %s: %w", abs, err)
+	}
+	var store *sqlite.Store
+	if !o.dryRun {
+		if err := h.ensure(); err != nil {
+			return err
+		}
+		// The lock keeps hermes serve (and, on the same home, a Hermes
+		// gateway, which takes the same flock) off the home meanwhile.
+		lock, err := acquireGatewayLock(h)
+		if err != nil {
+			return fmt.Errorf("import needs hermes serve stopped: %w", err)
+		}
+		defer lock.release()
+		store, err = sqlite.Open(h.eventsDB())
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+	}
+
+	loc := cfg.Location()
+	routing, err := hermeshome.ReadRouting(source.SessionsJSON(), loc, rep)
+	if err != nil {
+		return fmt.Errorf("import %s: %w", abs, err)
+	}
+	sum.routingByHermes = routing.WrittenByHermes
+	var counts map[string]int
+	if !routing.WrittenByHermes {
+		// Beside hermes' own sessions.json the counts file is hermes' too.
+		counts = source.ReadRestartCounts(rep)
+	}
+	sum.cleanShutdown = source.HasCleanShutdown()
+
+	var db *hermeshome.StateDB
+	var sessionsRead []hermeshome.Session
+	if _, err := os.Stat(source.StateDB()); err == nil {
+		db, err = hermeshome.OpenStateDB(ctx, source.StateDB(), rep)
+		switch {
+		case errors.Is(err, hermeshome.ErrHermesReadModel):
+			sum.stateDBByHermes = true
+			db = nil
+		case err != nil:
+			return fmt.Errorf("import %s: %w", abs, err)
+		default:
+			defer db.Close()
+			sum.hasStateDB = true
+			sum.schemaVersion = db.Version
+			sessionsRead, err = db.Sessions(ctx, rep)
+			if err != nil {
+				return fmt.Errorf("import %s: %w", abs, err)
+			}
+		}
+	} else {
+		rep.Add(hermeshome.Info, "state.db", "not found: no transcripts to import")
+	}
+	msgsBySession := map[string]int64{}
+	for _, s := range sessionsRead {
+		msgsBySession[s.Event.SessionID] = s.Messages
+		sum.messagesInSource += s.Messages
+	}
+	lanes := routing.Lanes
+	for i := range lanes {
+		l := &lanes[i]
+		l.HadActivity = l.TotalTokens > 0 || l.InputTokens+l.OutputTokens > 0 || msgsBySession[l.SessionID] > 0
+		l.RestartFailureCount = counts[l.SessionKey]
+		sum.restartCounts += min(l.RestartFailureCount, 1)
+	}
+	for key := range counts {
+		if !hasLane(lanes, key) {
+			rep.Add(hermeshome.Skipped, ".restart_failure_counts "+key, "no routing entry for this key: count not imported")
+		}
+	}
+
+	if o.dryRun {
+		for range lanes {
+			sum.lanes[commands.Imported]++
+		}
+		for range sessionsRead {
+			sum.sessions[commands.Imported]++
+		}
+		sum.messagesAppended = sum.messagesInSource
+		printImportSummary(stdout, sum, rep, o, true)
+		return nil
+	}
+
+	handler := commands.NewHandler(store, writeSideConfig(cfg))
+	bar := importProgress(stderr, sum.messagesInSource+int64(len(lanes)))
+	for _, s := range sessionsRead {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		res, err := handler.ImportTranscript(ctx, commands.ImportTranscript{
+			Session:       s.Event,
+			Messages:      db.Messages(ctx, s.Event.SessionID, rep),
+			MaxEventBytes: sqlite.MaxEventSize - 64<<10,
+			Progress:      func(n int) { bar(int64(n)) },
+		})
+		if err != nil {
+			return err
+		}
+		sum.sessions[res.Outcome]++
+		sum.messagesAppended += int64(res.Appended)
+		for _, id := range res.Oversized {
+			sum.messagesOversized++
+			rep.Add(hermeshome.Skipped, fmt.Sprintf("state.db message %d", id), "larger than one event can hold: not imported")
+		}
+		switch res.Outcome {
+		case commands.ExistsNatively:
+			rep.Add(hermeshome.Info, "state.db session "+s.Event.SessionID, "hermes already has a transcript with this id: left as it is")
+		case commands.Diverged:
+			rep.Add(hermeshome.Info, "state.db session "+s.Event.SessionID, "partly imported before, and changed in hermes since: not completed")
+		}
+	}
+	for _, l := range lanes {
+		out, _, err := handler.ImportLane(ctx, commands.ImportLane{Lane: l})
+		if err != nil {
+			rep.Add(hermeshome.Skipped, "sessions.json "+l.SessionKey, "%v", err)
+			bar(1)
+			continue
+		}
+		sum.lanes[out]++
+		if out == commands.ExistsNatively {
+			rep.Add(hermeshome.Info, "sessions.json "+l.SessionKey, "hermes already has this lane: left as it is")
+		}
+		bar(1)
+	}
+	bar(-1)
+	if db != nil && db.Changed() {
+		return fmt.Errorf("import %s: state.db changed while it was read (is a Hermes CLI running?): what was read is in the log; run the import again when it is quiet", abs)
+	}
+	sum.lanesSkipped = rep.CountWhere(hermeshome.Skipped, "sessions.json ")
+	sum.sessionsSkipped = rep.CountWhere(hermeshome.Skipped, "state.db session ")
+
+	var aside []string
+	if sum.sameHome && sum.hasStateDB {
+		aside = append(aside, source.StateDB())
+	}
+	if sum.sameHome && !sum.routingByHermes {
+		aside = append(aside, source.SessionsJSON(), source.RestartCounts())
+	}
+	if len(aside) > 0 {
+		moved, err := moveAside(h.dir, aside)
+		if err != nil {
+			return fmt.Errorf("import committed, but moving the Python files aside failed (move state.db away before starting hermes serve): %w", err)
+		}
+		for _, m := range moved {
+			rep.Add(hermeshome.Info, "moved aside", "%s", m)
+		}
+	}
+	printImportSummary(stdout, sum, rep, o, false)
+	return nil
+}
+
+func hasLane(lanes []events.LaneImported, key string) bool {
+	for _, l := range lanes {
+		if l.SessionKey == key {
+			return true
+		}
+	}
+	return false
+}
+
+// sameDir reports whether a and b are the same directory.
+func sameDir(a, b string) bool {
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
+}
+
+// moveAside renames the Python Hermes files of a home that hermes now
+// serves to <name>.hermes-python-<time> (state.db with its -wal and -shm,
+// which SQLite finds by name, so the moved database stays whole). Nothing
+// is deleted. It returns what was moved where.
+func moveAside(home string, paths []string) ([]string, error) {
+	stamp := time.Now().Format("20060102-150405")
+	var moved []string
+	for _, p := range paths {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			if suffix != "" && filepath.Base(p) != "state.db" {
+				continue
+			}
+			from := p + suffix
+			if _, err := os.Stat(from); err != nil {
+				continue
+			}
+			to := p + ".hermes-python-" + stamp + suffix
+			if err := os.Rename(from, to); err != nil {
+				return moved, fmt.Errorf("move %s aside: %w", from, err)
+			}
+			rel, _ := filepath.Rel(home, to)
+			moved = append(moved, rel)
+		}
+	}
+	if d, err := os.Open(home); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return moved, nil
+}
+
+// importProgress returns a function adding n to the progress (n < 0
+// finishes it): a bar on a terminal, nothing otherwise.
+func importProgress(w io.Writer, total int64) func(n int64) {
+	f, ok := w.(*os.File)
+	if !ok || !isTerminal(f) || total == 0 {
+		return func(int64) {}
+	}
+	bar := progressbar.NewOptions64(total, progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription("import"), progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(), progressbar.OptionSetItsString("msg"),
+		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+	return func(n int64) {
+		if n < 0 {
+			bar.Finish()
+			return
+		}
+		bar.Add64(n)
+	}
+}
+
+func printImportSummary(w io.Writer, s importSummary, rep *hermeshome.Report, o importOptions, dry bool) {
+	verb := "imported"
+	if dry {
+		verb = "would import"
+		fmt.Fprintln(w, "dry run: nothing was appended")
+	}
+	if s.sameHome {
+		fmt.Fprintln(w, "source is this hermes home")
+	}
+	if s.routingByHermes {
+		fmt.Fprintln(w, "sessions.json is hermes' own export (the Python one was moved aside by an earlier import): no lanes read")
+	}
+	if s.stateDBByHermes {
+		fmt.Fprintln(w, "state.db is hermes' own read model (the Python one was moved aside by an earlier import): no transcripts read")
+	}
+	if s.hasStateDB {
+		fmt.Fprintf(w, "state.db schema version %d\n", s.schemaVersion)
+	}
+	clean := "absent (the last Hermes run did not stop cleanly; recorded here, nothing is replayed)"
+	if s.cleanShutdown {
+		clean = "present (the last Hermes run stopped cleanly)"
+	}
+	fmt.Fprintf(w, ".clean_shutdown: %s\n", clean)
+	fmt.Fprintf(w, "lanes:    %d %s, %d already imported, %d left (exist in hermes), %d skipped\n",
+		s.lanes[commands.Imported], verb, s.lanes[commands.AlreadyImported], s.lanes[commands.ExistsNatively], s.lanesSkipped)
+	fmt.Fprintf(w, "sessions: %d %s, %d already imported, %d left (exist in hermes), %d skipped\n",
+		s.sessions[commands.Imported], verb, s.sessions[commands.AlreadyImported],
+		s.sessions[commands.ExistsNatively]+s.sessions[commands.Diverged], s.sessionsSkipped)
+	fmt.Fprintf(w, "messages: %d %s of %d in state.db, %d too large\n", s.messagesAppended, verb, s.messagesInSource, s.messagesOversized)
+	fmt.Fprintf(w, "restart failure counts: %d lanes\n", s.restartCounts)
+	if !dry && s.lanes[commands.Imported] == 0 && s.sessions[commands.Imported] == 0 {
+		fmt.Fprintln(w, "nothing new to import: the log already holds everything this source has")
+	}
+	notes := rep.Notes()
+	kinds := map[string]int{}
+	for _, n := range notes {
+		kinds[n.Kind]++
+	}
+	var names []string
+	for k := range kinds {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	if len(notes) > 0 {
+		fmt.Fprint(w, "notes:")
+		for _, k := range names {
+			fmt.Fprintf(w, " %d %s", kinds[k], k)
+		}
+		fmt.Fprintln(w)
+	}
+	for i, n := range notes {
+		if o.showNotes >= 0 && i >= o.showNotes {
+			fmt.Fprintf(w, "  … and %d more (--notes -1 lists them all)\n", len(notes)-i)
+			break
+		}
+		fmt.Fprintf(w, "  %s\n", n)
+	}
+}
