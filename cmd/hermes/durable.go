@@ -384,12 +384,8 @@ func restore(ctx context.Context, h homeLayout, dir string, force bool, stderr i
 		return m, fmt.Errorf("restore needs hermes serve stopped: %w", err)
 	}
 	defer lock.release()
-	if _, err := os.Stat(h.stateDB()); err == nil {
-		if p, err := transcripts.Open(h.stateDB()); errors.Is(err, transcripts.ErrForeignDatabase) {
-			return m, fmt.Errorf("restore: %s is Python Hermes' state.db and is never overwritten; move it aside first: %w", h.stateDB(), err)
-		} else if err == nil {
-			p.Close()
-		}
+	if foreignStateDB(h.stateDB()) {
+		return m, fmt.Errorf("restore: %s: %w; move it aside first", h.stateDB(), transcripts.ErrForeignDatabase)
 	}
 	tmp := h.eventsDB() + ".restore-tmp"
 	if err := copySynced(src, tmp); err != nil {

@@ -172,3 +172,19 @@ func sweepBroken(log *slog.Logger, now time.Time, retention time.Duration, paths
 		}
 	}
 }
+
+// foreignStateDB says, reading only, whether path holds tables but not
+// hermes' state_meta: a state.db written by Python Hermes.
+func foreignStateDB(path string) bool {
+	if _, err := os.Stat(path); err != nil {
+		return false
+	}
+	db, err := sql.Open("sqlite", roDSN(path))
+	if err != nil {
+		return false
+	}
+	defer db.Close()
+	var tables, ours int
+	err = db.QueryRow("SELECT count(*), count(*) FILTER (WHERE name = 'state_meta') FROM sqlite_schema WHERE type = 'table'").Scan(&tables, &ours)
+	return err == nil && tables > 0 && ours == 0
+}

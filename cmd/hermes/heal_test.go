@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -137,5 +138,53 @@ func TestDamagedReadModelRebuiltAtStart(t *testing.T) {
 				t.Fatalf("verify: %s", out)
 			}
 		})
+	}
+}
+
+// TestPythonStateDBNeverTouched: a state.db of Python Hermes (tables, no
+// state_meta) is not moved aside at start, nor overwritten by a restore.
+func TestPythonStateDBNeverTouched(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	home := t.TempDir()
+	seedHome(t, home, 1)
+	backups := t.TempDir()
+	hermes(t, 0, "backup", backups, "--home", home)
+	dirs, _ := filepath.Glob(filepath.Join(backups, "hermes-*"))
+	h := homeLayout{dir: home}
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Remove(h.stateDB() + suffix)
+	}
+	db, err := sql.Open("sqlite", h.stateDB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// In WAL mode, as Python Hermes writes it.
+	if _, err := db.Exec("PRAGMA journal_mode = WAL; CREATE TABLE sessions (id TEXT PRIMARY KEY); INSERT INTO sessions VALUES ('python')"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	before, err := os.ReadFile(h.stateDB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stderr := hermes(t, 1, "serve", "--home", home, "--addr", freeAddr(t))
+	if !strings.Contains(stderr, "Python Hermes") {
+		t.Fatalf("serve on a Python state.db: %s", stderr)
+	}
+	_, stderr = hermes(t, 1, "restore", dirs[0], "--home", home, "--force")
+	if !strings.Contains(stderr, "Python Hermes") {
+		t.Fatalf("restore over a Python state.db: %s", stderr)
+	}
+	after, err := os.ReadFile(h.stateDB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Fatal("the Python state.db was changed")
+	}
+	if aside, _ := filepath.Glob(h.stateDB() + ".broken-*"); len(aside) > 0 {
+		t.Fatalf("the Python state.db was moved aside: %v", aside)
 	}
 }

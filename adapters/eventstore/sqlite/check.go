@@ -207,7 +207,7 @@ func Check(ctx context.Context, path string, o CheckOptions) (CheckReport, error
 			o.Progress(min(from+checkChunk-1, top), top)
 		}
 	}
-	if s.last < top && s.last+1 <= top && rep.Head > 0 {
+	if s.last < top {
 		// Positions issued (the counter) but not found at the end.
 		s.missing(s.last+1, top)
 	}
