@@ -39,6 +39,7 @@ type Config struct {
 	Hooks    Hooks
 	Gateway  Gateway
 	Storage  Storage
+	Backup   Backup
 	// MultiplexProfiles is multiplex_profiles.
 	MultiplexProfiles bool
 	// Profile is profile: the active profile name.
@@ -197,6 +198,19 @@ type Expiry struct {
 	Interval time.Duration // expiry.interval_seconds
 }
 
+// Backup is the backup block: periodic snapshots of the event log taken by
+// hermes serve.
+type Backup struct {
+	// Interval is backup.interval_seconds: time between two snapshots (0:
+	// none; hermes backup from cron does the same).
+	Interval time.Duration
+	// Dir is backup.dir: where the snapshots go ("": <home>/backups).
+	Dir string
+	// Keep is backup.keep: how many snapshots are kept; older ones are
+	// deleted after each new one.
+	Keep int
+}
+
 // Storage is the storage block: the files of the home.
 type Storage struct {
 	// BrokenRetention is storage.broken_retention_seconds: how long a
@@ -257,6 +271,7 @@ func Default() Config {
 		Hooks:    Hooks{StartAtHead: true, MaxInFlight: 8},
 		Gateway:  Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
 		Storage:  Storage{BrokenRetention: 7 * 24 * time.Hour},
+		Backup:   Backup{Keep: 7},
 	}
 }
 

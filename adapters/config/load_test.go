@@ -86,6 +86,7 @@ func TestLoadDefaultsWithoutFile(t *testing.T) {
 		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
 		Gateway:                config.Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
 		Storage:                config.Storage{BrokenRetention: 7 * 24 * time.Hour},
+		Backup:                 config.Backup{Keep: 7},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Load() without a file mismatch (-want +got):\n%s", diff)
@@ -159,6 +160,10 @@ gateway:
     ttl_seconds: 3600
 storage:
   broken_retention_seconds: 3600
+backup:
+  interval_seconds: 21600
+  dir: /var/backups/hermes
+  keep: 3
 multiplex_profiles: true
 profile: coder
 `
@@ -184,6 +189,7 @@ profile: coder
 		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
 		Gateway:                config.Gateway{BusyInputMode: "queue", QueueMaxItems: 5, QueueTTL: time.Hour},
 		Storage:                config.Storage{BrokenRetention: time.Hour},
+		Backup:                 config.Backup{Interval: 6 * time.Hour, Dir: "/var/backups/hermes", Keep: 3},
 		PlatformSettings:       map[string]config.Platform{"telegram": {}},
 		MultiplexProfiles:      true,
 		Profile:                "coder",

@@ -431,3 +431,51 @@ func copySynced(src, dst string) error {
 	}
 	return out.Close()
 }
+
+// backupEvery takes a snapshot of the log every backup.interval_seconds
+// into backup.dir while serve runs, keeping the backup.keep newest.
+func (rt *runtime) backupEvery(ctx context.Context) {
+	b := rt.cfg.Backup
+	if b.Interval <= 0 || rt.cfg.Store.URL != "" {
+		return
+	}
+	dir := b.Dir
+	if dir == "" {
+		dir = filepath.Join(rt.home.dir, "backups")
+	}
+	log := rt.log.With("component", "backup")
+	tick := time.NewTicker(b.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		m, target, took, err := backup(ctx, rt.home, dir, time.Now(), io.Discard)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Error("periodic backup failed", "err", err)
+			}
+			continue
+		}
+		log.Info("backed up the event log", "dir", target, "events", m.Events, "head", m.HeadPosition, "bytes", m.Bytes, "took", took.Round(time.Millisecond))
+		pruneBackups(log, dir, b.Keep)
+	}
+}
+
+// pruneBackups deletes all but the keep newest backups in dir (those with
+// a manifest: nothing else is touched).
+func pruneBackups(log interface{ Info(string, ...any) }, dir string, keep int) {
+	matches, _ := filepath.Glob(filepath.Join(dir, "hermes-*", manifestName))
+	if len(matches) <= keep {
+		return
+	}
+	// The names hold the UTC time: lexical order is age.
+	for _, m := range matches[:len(matches)-keep] {
+		old := filepath.Dir(m)
+		if err := os.RemoveAll(old); err == nil {
+			log.Info("deleted a backup past backup.keep", "dir", old)
+		}
+	}
+}

@@ -302,3 +302,29 @@ func TestBackupUnderLoad(t *testing.T) {
 		t.Fatalf("restore of a damaged backup: %s", errOut)
 	}
 }
+
+// TestPeriodicBackup: with backup.interval_seconds, hermes serve takes
+// snapshots and keeps backup.keep of them.
+func TestPeriodicBackup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	home := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "snapshots")
+	s := startServer(t, home, []string{"HERMES_BACKUP_INTERVAL_SECONDS=0.2", "HERMES_BACKUP_KEEP=2", "HERMES_BACKUP_DIR=" + dir})
+	var r resolved
+	s.must("POST", "/v1/sessions/resolve", map[string]any{"source": map[string]any{"platform": "telegram", "chat_id": "p", "chat_type": "dm"}}, &r)
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(s.stderr.String(), "deleted a backup past backup.keep") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no backup pruned after 60s:\n%s", s.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.stop(syscall.SIGTERM)
+	got, _ := filepath.Glob(filepath.Join(dir, "hermes-*", "manifest.json"))
+	if len(got) != 2 {
+		t.Fatalf("%d backups kept, want 2: %v", len(got), got)
+	}
+	hermes(t, 0, "restore", filepath.Dir(got[1]), "--home", t.TempDir())
+}

@@ -53,16 +53,21 @@ func (b *background) stop() {
 
 // becomeReady starts the background work and turns /readyz ready.
 func (rt *runtime) becomeReady(ctx context.Context, bg *background) error {
-	stop, err := rt.startBackground(ctx)
+	stopBackground, err := rt.startBackground(ctx)
 	if err != nil {
 		return err
 	}
-	if !bg.set(stop) {
-		stop()
-		return nil
+	// The sweep of damaged read models and the periodic backups stop with
+	// the rest, and are waited for: a backup is finished or removed.
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	stop := func() {
+		stopBackground()
+		cancel()
+		wg.Wait()
 	}
-	rt.server.SetReady(true)
-	go func() {
+	wg.Go(func() { rt.backupEvery(ctx) })
+	wg.Go(func() {
 		tick := time.NewTicker(time.Hour)
 		defer tick.Stop()
 		for {
@@ -73,7 +78,12 @@ func (rt *runtime) becomeReady(ctx context.Context, bg *background) error {
 				sweepBroken(rt.log, time.Now(), rt.cfg.Storage.BrokenRetention, rt.home.lanesDB(), rt.home.stateDB())
 			}
 		}
-	}()
+	})
+	if !bg.set(stop) {
+		stop() // the stop began meanwhile
+		return nil
+	}
+	rt.server.SetReady(true)
 	return nil
 }
 
