@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -80,8 +79,11 @@ func BenchmarkBackupRestore(b *testing.B) {
 		b.ReportMetric(restored.Seconds(), "restore-s")
 		b.ReportMetric(ready.Seconds(), "restore-to-ready-s")
 		b.ReportMetric((ready - restored).Seconds(), "start-to-ready-s")
-		if code := s.stop(syscall.SIGTERM); code != 0 {
-			b.Fatalf("stop = %d", code)
-		}
+		b.Logf("backup %.1f MB in %s (%.1f MB/s, %.0f events/s); restore %s, ready %s after the restore began",
+			float64(m.Bytes)/1e6, took.Round(time.Millisecond), float64(m.Bytes)/1e6/took.Seconds(), float64(m.Events)/took.Seconds(),
+			restored.Round(time.Millisecond), ready.Round(time.Millisecond))
+		// Only readiness is measured: the generated history leaves
+		// thousands of turns open, which a graceful stop would drain.
+		s.kill()
 	}
 }
