@@ -38,10 +38,9 @@ decodes. Damaged rows are narrowed down to their exact positions. Exits 1
 when anything was found.
 
 --salvage FILE copies every event that reads and decodes, at its own
-position, version and id, into a new log FILE; restore it with
-'hermes restore' after moving it into a backup directory, or put it in
-place of events.db with hermes serve stopped, then 'hermes projections
-rebuild'.`,
+position, version and id, into a new log FILE: with hermes serve stopped,
+keep the damaged events.db aside, put FILE in its place and run
+'hermes projections rebuild'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runCheck(orBackground(cmd.Context()), g, quick, salvage, cmd.OutOrStdout(), cmd.ErrOrStderr())
