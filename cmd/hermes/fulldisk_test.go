@@ -113,9 +113,19 @@ func TestRealFullDisk(t *testing.T) {
 	t.Logf("%d messages acknowledged before the disk was full", acked)
 	checkFullButServing := func(s *server) {
 		t.Helper()
-		var ready map[string]string
-		if status := s.call("GET", "/readyz", nil, &ready); status != http.StatusServiceUnavailable || ready["status"] != "storage_full" {
-			t.Fatalf("/readyz = %d %v, want 503 storage_full", status, ready)
+		// At a start, /readyz says starting until recovery met the full
+		// disk (a bounded wait).
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			var ready map[string]string
+			status := s.call("GET", "/readyz", nil, &ready)
+			if status == http.StatusServiceUnavailable && ready["status"] == "storage_full" {
+				break
+			}
+			if (status != http.StatusServiceUnavailable || ready["status"] != "starting") || time.Now().After(deadline) {
+				t.Fatalf("/readyz = %d %v, want 503 storage_full\n%s", status, ready, s.stderr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 		var got struct {
 			Messages []map[string]any `json:"messages"`
