@@ -68,6 +68,10 @@ func (rt *runtime) becomeReady(ctx context.Context, bg *background) error {
 	}
 	wg.Go(func() { rt.backupEvery(ctx) })
 	wg.Go(func() {
+		checkLater(ctx, rt.log, rt.home.lanesDB(), "lanes.db")
+		checkLater(ctx, rt.log, rt.home.stateDB(), "state.db")
+	})
+	wg.Go(func() {
 		tick := time.NewTicker(time.Hour)
 		defer tick.Stop()
 		for {
