@@ -7,12 +7,12 @@ BIN      ?= bin/hermes
 .DEFAULT_GOAL := check
 .PHONY: check test test-race test-short fmt vet lint tidy-check check-deps bench bench-quick build serve tidy fuzz-api
 
-check: fmt vet tidy-check lint check-deps test-race fuzz fuzz-api
+check: fmt vet tidy-check lint check-deps test-race fuzz fuzz-api test-python
 
 # test is what CI and the README run: formatting, vet, a tidy go.mod,
 # staticcheck, the layer rules, every test with the race detector, then
 # each fuzz target for a bounded time.
-test: fmt vet tidy-check lint check-deps test-race fuzz fuzz-api
+test: fmt vet tidy-check lint check-deps test-race fuzz fuzz-api test-python
 
 test-race:
 	$(GO) test -race -count=1 $(PKGS)
@@ -109,3 +109,11 @@ bench-quick:
 
 tidy:
 	$(GO) mod tidy
+
+# test-python runs the Python client's tests (clients/python, standard
+# library only) against a real `hermes serve` on a loopback port with a
+# temp home; the latency figures they print are informational.
+.PHONY: test-python
+PYTHON ?= python3
+test-python: build
+	HERMES_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m unittest discover -s clients/python/tests -v

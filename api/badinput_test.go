@@ -122,7 +122,6 @@ func TestBadInput(t *testing.T) {
 		{name: "active_minutes not a number", method: "GET", path: "/v1/sessions?active_minutes=ten", status: 400, code: "invalid_argument"},
 		{name: "negative max_age_seconds", method: "POST", path: "/v1/recovery/suspend-recently-active", body: `{"max_age_seconds":-1}`, status: 400, code: "invalid_argument"},
 		{name: "prune-entries without max_age_days", method: "POST", path: "/v1/maintenance/prune-entries", body: `{}`, status: 400, code: "invalid_argument"},
-		{name: "negative max_age_days", method: "POST", path: "/v1/maintenance/prune-entries", body: `{"max_age_days":-1}`, status: 400, code: "invalid_argument"},
 		{name: "max_age_days over 100 years", method: "POST", path: "/v1/maintenance/prune-entries", body: `{"max_age_days":36501}`, status: 400, code: "invalid_argument"},
 
 		// Keys in the path. A key escape that is valid for the URL is

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/samber/lo"
+
 	"hermes/domain"
 	"hermes/events"
 )
@@ -44,10 +46,7 @@ type eventsResponse struct {
 }
 
 func newEventsResponse(envs []events.Envelope) eventsResponse {
-	out := eventsResponse{Events: make([]Envelope, 0, len(envs))}
-	for _, env := range envs {
-		out.Events = append(out.Events, NewEnvelope(env))
-	}
+	out := eventsResponse{Events: lo.Map(envs, func(env events.Envelope, _ int) Envelope { return NewEnvelope(env) })}
 	return out
 }
 

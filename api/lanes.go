@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/samber/lo"
+
 	"hermes/commands"
 	"hermes/events"
 	"hermes/projections/sessions"
@@ -53,10 +55,7 @@ type sessionsResponse struct {
 }
 
 func newSessionsResponse(rows []sessions.Row) sessionsResponse {
-	out := sessionsResponse{Sessions: make([]Entry, 0, len(rows))}
-	for _, row := range rows {
-		out.Sessions = append(out.Sessions, NewEntry(row.Lane, row.Version))
-	}
+	out := sessionsResponse{Sessions: lo.Map(rows, func(row sessions.Row, _ int) Entry { return NewEntry(row.Lane, row.Version) })}
 	return out
 }
 
@@ -235,6 +234,11 @@ func (s *Server) pruneEntries(w http.ResponseWriter, r *http.Request) error {
 	req, err := decode[pruneEntriesRequest](r, false)
 	if err != nil {
 		return err
+	}
+	if req.disabled() {
+		return respond(w, struct {
+			Pruned []string `json:"pruned"`
+		}{[]string{}})
 	}
 	// The sweep lists the lanes from the read model.
 	if err := s.fresh(r.Context()); err != nil {

@@ -307,6 +307,14 @@ func TestActiveProcessesBlockResetAndPrune(t *testing.T) {
 	var pruned struct {
 		Pruned []string `json:"pruned"`
 	}
+	// As in Hermes, max_age_days <= 0 disables pruning.
+	for _, days := range []int{0, -1} {
+		h.call("POST", "/v1/maintenance/prune-entries", map[string]int{"max_age_days": days}, http.StatusOK, &pruned)
+		if pruned.Pruned == nil || len(pruned.Pruned) != 0 {
+			t.Errorf("prune-entries max_age_days=%d = %v, want []", days, pruned.Pruned)
+		}
+	}
+	h.call("GET", lane(idle.SessionKey, ""), nil, http.StatusOK, nil)
 	h.call("POST", "/v1/maintenance/prune-entries", map[string]int{"max_age_days": 1}, http.StatusOK, &pruned)
 	if !slices.Equal(pruned.Pruned, []string{idle.SessionKey}) {
 		t.Errorf("prune-entries = %v, want [%s]", pruned.Pruned, idle.SessionKey)

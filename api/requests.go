@@ -342,17 +342,21 @@ func (q suspendRecentRequest) maxAgeSeconds() int64 {
 // maxRetentionDays bounds the day counts of the prunes: 100 years.
 const maxRetentionDays = 36500
 
-// pruneEntriesRequest is POST /v1/maintenance/prune-entries.
+// pruneEntriesRequest is POST /v1/maintenance/prune-entries. As in Hermes'
+// prune_old_entries, max_age_days <= 0 disables pruning (nothing is pruned).
 type pruneEntriesRequest struct {
 	MaxAgeDays *int `json:"max_age_days"`
 }
 
 func (q pruneEntriesRequest) validate() error {
-	if q.MaxAgeDays == nil || *q.MaxAgeDays < 0 || *q.MaxAgeDays > maxRetentionDays {
-		return fmt.Errorf("%w: max_age_days must be an integer between 0 and %d", errBadRequest, maxRetentionDays)
+	if q.MaxAgeDays == nil || *q.MaxAgeDays > maxRetentionDays {
+		return fmt.Errorf("%w: max_age_days must be an integer of at most %d (<= 0 disables pruning)", errBadRequest, maxRetentionDays)
 	}
 	return nil
 }
+
+// disabled reports whether the request asks for no pruning at all.
+func (q pruneEntriesRequest) disabled() bool { return *q.MaxAgeDays <= 0 }
 
 // ackNoticeRequest is POST /v1/sessions/{key}/notice/ack.
 type ackNoticeRequest struct {
@@ -614,6 +618,42 @@ func (q pruneSessionsRequest) validate() error {
 		return fmt.Errorf("%w: older_than_days must be an integer from 0 to %d", errBadRequest, maxRetentionDays)
 	}
 	return checkText("source", q.Source, maxSourceField)
+}
+
+// erasureRequest is POST /v1/erasure: forget a person.
+type erasureRequest struct {
+	Platform    string `json:"platform"`
+	UserID      string `json:"user_id"`
+	UserIDAlt   string `json:"user_id_alt"`
+	Reason      string `json:"reason"`
+	RequestedBy string `json:"requested_by"`
+}
+
+func (q erasureRequest) validate() error {
+	if q.Platform == "" {
+		return fmt.Errorf("%w: platform is required", errBadRequest)
+	}
+	if q.UserID == "" && q.UserIDAlt == "" {
+		return fmt.Errorf("%w: user_id or user_id_alt is required", errBadRequest)
+	}
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{
+		{"platform", q.Platform, maxSourceField}, {"user_id", q.UserID, maxSourceField},
+		{"user_id_alt", q.UserIDAlt, maxSourceField}, {"reason", q.Reason, maxEndReason},
+		{"requested_by", q.RequestedBy, maxSourceField},
+	} {
+		if err := checkText(f.name, f.v, f.max); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (q erasureRequest) command(commandID string) commands.Forget {
+	return commands.Forget{Platform: q.Platform, UserID: q.UserID, UserIDAlt: q.UserIDAlt,
+		Reason: q.Reason, RequestedBy: q.RequestedBy, CommandID: commandID}
 }
 
 // clockRequest is POST /v1/clock: an instant or a forward step.

@@ -42,6 +42,11 @@ type Deps struct {
 	ResumeFreshness time.Duration
 	// Restart asks the process for a graceful restart (nil: 503).
 	Restart func()
+	// Purge, after an erasure, waits until the read models have applied
+	// the whole log and removes erased content from every file hermes
+	// writes (docs/ERASURE.md); the erasing routes answer only after it
+	// returned. Nil: nothing beyond the log's own erasure.
+	Purge func(ctx context.Context) error
 	// Context configures the session context prompt of
 	// /v1/sessions/{key}/context (connected platforms, home channels,
 	// hermes home, privacy.redact_pii).

@@ -99,6 +99,40 @@ func (s *Server) transcriptRoutes(rt routes) {
 	rt.get("/export", s.exportAll)
 	rt.get("/stats/tokens", s.tokenStats)
 	rt.post("/maintenance/prune-sessions", s.pruneSessions)
+	rt.post("/erasure", s.forget)
+	s.sessionDBRoutes(rt)
+}
+
+// erased waits until the read models have the erasure at pos and purges
+// the erased content from every file (Deps.Purge): an erasure is answered
+// only once its content is unrecoverable.
+func (s *Server) erased(ctx context.Context, pos uint64) error {
+	if err := s.readAfter(ctx, pos); err != nil {
+		return err
+	}
+	if s.Purge == nil {
+		return nil
+	}
+	return s.Purge(ctx)
+}
+
+// forget is POST /v1/erasure: forget a person.
+func (s *Server) forget(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[erasureRequest](r, false)
+	if err != nil {
+		return err
+	}
+	if err := s.syncReadModel(r.Context()); err != nil {
+		return err
+	}
+	rep, err := s.Commands.Forget(r.Context(), req.command(commandID(r)))
+	if err != nil {
+		return err
+	}
+	if err := s.erased(r.Context(), rep.Position); err != nil {
+		return err
+	}
+	return respond(w, map[string]any{"erasure_id": rep.ErasureID, "erased": rep})
 }
 
 // syncReadModel is read-your-writes for the transcript commands' checks:
@@ -309,6 +343,9 @@ func (s *Server) deleteTranscript(w http.ResponseWriter, r *http.Request, id ses
 	pos, err := s.transcriptCommands.DeleteSession(r.Context(), commands.DeleteSession{
 		SessionID: string(id), Reason: events.DeleteRequested, CommandID: commandID(r),
 	})
+	if err == nil {
+		err = s.erased(r.Context(), pos)
+	}
 	return s.transcriptDone(w, id, pos, err, "deleted")
 }
 
@@ -317,6 +354,9 @@ func (s *Server) clearTranscript(w http.ResponseWriter, r *http.Request, id sess
 		return err
 	}
 	pos, err := s.transcriptCommands.ClearTranscript(r.Context(), commands.ClearTranscript{SessionID: string(id), CommandID: commandID(r)})
+	if err == nil {
+		err = s.erased(r.Context(), pos)
+	}
 	return s.transcriptDone(w, id, pos, err, "cleared")
 }
 
@@ -529,6 +569,7 @@ func (s *Server) pruneSessions(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	deleted := 0
+	var last uint64
 	for _, id := range ids {
 		pos, err := s.transcriptCommands.DeleteSession(r.Context(), commands.DeleteSession{SessionID: id, Reason: events.DeletePruned})
 		if errors.Is(err, commands.ErrSessionNotFound) {
@@ -537,8 +578,13 @@ func (s *Server) pruneSessions(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		s.wrote(pos)
+		last = max(last, pos)
 		deleted++
+	}
+	if deleted > 0 {
+		if err := s.erased(r.Context(), last); err != nil {
+			return err
+		}
 	}
 	return respond(w, map[string]int{"deleted": deleted})
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/samber/lo"
+
 	"hermes/domain"
 	"hermes/events"
 )
@@ -104,6 +106,10 @@ type ExpiryConfig struct {
 	VacuumAfterPrune     bool          // sessions.vacuum_after_prune
 	Pruner               TranscriptPruner
 	Transcripts          *TranscriptCommands
+	// Purge, after an auto-prune erased transcripts, removes the erased
+	// content from every file (docs/ERASURE.md); nil: the log's own
+	// erasure only.
+	Purge func(ctx context.Context) error
 	// AutoPruneLog makes the last auto-prune time durable; nil keeps it in
 	// memory only, so the first pass after every start may prune.
 	AutoPruneLog AutoPruneLog
@@ -256,12 +262,9 @@ func platformOf(l domain.Lane, key string) string {
 // called only after a complete scan, so a lane that could not be read keeps
 // its count.
 func (w *ExpiryWatcher) forgetFailures(due []expiring) {
-	live := make(map[string]bool, len(due))
-	for _, d := range due {
-		live[d.req.SessionID] = true
-	}
+	live := lo.Keyify(lo.Map(due, func(d expiring, _ int) string { return d.req.SessionID }))
 	for id := range w.failures {
-		if !live[id] {
+		if _, ok := live[id]; !ok {
 			delete(w.failures, id)
 		}
 	}
@@ -333,25 +336,15 @@ func (w *ExpiryWatcher) runHook(ctx context.Context, r FinalizeRequest) (err err
 
 // platformCounts renders "telegram:2, discord:1", most first.
 func platformCounts(due []expiring) string {
-	counts := map[string]int{}
-	for _, d := range due {
-		counts[d.req.Platform]++
-	}
-	names := make([]string, 0, len(counts))
-	for p := range counts {
-		names = append(names, p)
-	}
+	counts := lo.CountValuesBy(due, func(d expiring) string { return d.req.Platform })
+	names := lo.Keys(counts)
 	sort.Slice(names, func(i, j int) bool {
 		if counts[names[i]] != counts[names[j]] {
 			return counts[names[i]] > counts[names[j]]
 		}
 		return names[i] < names[j]
 	})
-	parts := make([]string, len(names))
-	for i, p := range names {
-		parts[i] = fmt.Sprintf("%s:%d", p, counts[p])
-	}
-	return strings.Join(parts, ", ")
+	return strings.Join(lo.Map(names, func(p string, _ int) string { return fmt.Sprintf("%s:%d", p, counts[p]) }), ", ")
 }
 
 // pruneEntries prunes the routing entries when an hour of clock time has
@@ -409,7 +402,8 @@ func (w *ExpiryWatcher) autoPrune(ctx context.Context, now time.Time, rep *PassR
 			errs = append(errs, err)
 			break
 		}
-		_, err := w.cfg.Transcripts.DeleteSession(ctx, DeleteSession{SessionID: id, Reason: events.DeletePruned, CommandID: "auto_prune/" + id})
+		_, err := w.cfg.Transcripts.DeleteSession(ctx, DeleteSession{SessionID: id, Reason: events.DeletePruned, CommandID: "auto_prune/" + id,
+			Erasure: events.ErasureRetention, RequestedBy: "expiry watcher"})
 		if errors.Is(err, ErrSessionNotFound) {
 			continue
 		}
@@ -418,6 +412,11 @@ func (w *ExpiryWatcher) autoPrune(ctx context.Context, now time.Time, rep *PassR
 			break
 		}
 		run.Pruned++
+	}
+	if run.Pruned > 0 && w.cfg.Purge != nil {
+		if err := w.cfg.Purge(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("purge erased content: %w", err))
+		}
 	}
 	if run.Pruned > 0 && w.cfg.VacuumAfterPrune && len(errs) == 0 {
 		if err := w.cfg.Pruner.Vacuum(ctx); err != nil {

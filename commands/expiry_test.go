@@ -398,11 +398,14 @@ func TestExpiryWatcher_AutoPrunesTranscripts(t *testing.T) {
 	}
 	for _, id := range []string{"20260101_000000_aaaaaaaa", "20260102_000000_bbbbbbbb"} {
 		envs, err := w.store.ReadStream(ctx, events.TranscriptStream(id), 1, 10, events.Forwards)
-		if err != nil || len(envs) != 1 {
-			t.Fatalf("transcript %s = %v, %v; want one deletion", id, envs, err)
+		if err != nil || len(envs) != 2 {
+			t.Fatalf("transcript %s = %v, %v; want a deletion and its erasure", id, envs, err)
 		}
 		if e, ok := envs[0].Event.(events.TranscriptDeleted); !ok || e.Reason != events.DeletePruned {
 			t.Fatalf("transcript %s event = %+v, want deleted with reason pruned", id, envs[0].Event)
+		}
+		if e, ok := envs[1].Event.(events.TranscriptErased); !ok || e.Reason != events.ErasureRetention || e.Scope != events.EraseTranscript {
+			t.Fatalf("transcript %s event = %+v, want erased for retention", id, envs[1].Event)
 		}
 	}
 	if pruner.olderThan[0] != 90*24*time.Hour {

@@ -37,6 +37,10 @@ func (h *Handler) PreviousRun(ctx context.Context) (GatewayRun, error) {
 		case events.GatewayStopped:
 			run.Started, run.Stopped, run.Clean = true, true, e.Clean
 			return run, nil
+		case events.RunAdopted:
+			// Another node ended the run after this node's lease expired.
+			run.Started, run.Stopped = true, true
+			return run, nil
 		case events.GatewayStarted:
 			run.Started = true
 			return run, nil
@@ -59,12 +63,17 @@ type RecordGateway struct {
 
 // RecordGateway appends a gateway lifecycle event and returns its position.
 func (h *Handler) RecordGateway(ctx context.Context, c RecordGateway) (uint64, error) {
+	return h.recordOn(ctx, h.gatewayStream(), c)
+}
+
+// recordOn appends c's event to stream at any version.
+func (h *Handler) recordOn(ctx context.Context, stream string, c RecordGateway) (uint64, error) {
 	e, commandID := c.Event, c.CommandID
 	if commandID == "" {
 		commandID = fmt.Sprintf("gateway/%d/%d/%s", os.Getpid(), h.now().UnixNano(), e.EventType())
 	}
-	res, err := h.store.Append(ctx, h.gatewayStream(), events.AnyVersion(), []events.Proposed{{
-		ID:       eventID(commandID, h.gatewayStream(), 0),
+	res, err := h.store.Append(ctx, stream, events.AnyVersion(), []events.Proposed{{
+		ID:       eventID(commandID, stream, 0),
 		Event:    e,
 		Metadata: events.Metadata{SchemaVersion: events.SchemaVersionOf(e.EventType()), Command: "record_gateway", CommandID: commandID, Node: h.node},
 	}})
@@ -77,26 +86,51 @@ func (h *Handler) RecordGateway(ctx context.Context, c RecordGateway) (uint64, e
 // InterruptTurn closes a lane's open turn that will never complete and
 // marks the lane resume-pending with Reason (see domain.Lane.InterruptTurn).
 type InterruptTurn struct {
-	Key       string
-	Reason    string
-	CommandID string
+	Key    string
+	Reason string
+	// TurnID, when set, closes only that turn: a lane whose open turn is
+	// another (or none) is left as it is.
+	TurnID string
+	// AdoptedFrom names the dead node whose turn this node closes in its
+	// place (the adoption rule); the events are recorded as command
+	// adopt_turn.
+	AdoptedFrom string
+	CommandID   string
 }
 
 // InterruptTurn closes a lane's open turn as interrupted.
 func (h *Handler) InterruptTurn(ctx context.Context, c InterruptTurn) (LaneResult, error) {
-	return h.execute(ctx, c.Key, "interrupt_turn", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+	command := "interrupt_turn"
+	if c.AdoptedFrom != "" {
+		command = "adopt_turn"
+	}
+	return h.execute(ctx, c.Key, command, c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+		if c.TurnID != "" && l.OpenTurnID != c.TurnID {
+			return nil, nil
+		}
 		return l.InterruptTurn(c.Reason, now)
 	})
 }
 
 var _ AutoPruneLog = (*Handler)(nil)
 
+// autoPruneStream holds the runs of sessions.auto_prune: the gateway stream
+// of a single node; with several nodes, where only the leader prunes, the
+// leader lease stream, so a new leader knows when the last one pruned.
+func (h *Handler) autoPruneStream() string {
+	if h.node == "" {
+		return h.gatewayStream()
+	}
+	return events.LeaderLease
+}
+
 // LastAutoPrune returns when sessions.auto_prune last ran, from the gateway
-// stream (the zero time if never).
+// stream (the leader lease stream with several nodes; the zero time if
+// never).
 func (h *Handler) LastAutoPrune(ctx context.Context) (time.Time, error) {
 	var from uint64
 	for {
-		page, err := h.store.ReadStream(ctx, h.gatewayStream(), from, readPage, events.Backwards)
+		page, err := h.store.ReadStream(ctx, h.autoPruneStream(), from, readPage, events.Backwards)
 		if isNotFound(err) {
 			return time.Time{}, nil
 		}
@@ -117,7 +151,7 @@ func (h *Handler) LastAutoPrune(ctx context.Context) (time.Time, error) {
 
 // RecordAutoPrune records a run of sessions.auto_prune.
 func (h *Handler) RecordAutoPrune(ctx context.Context, run AutoPruneRun) error {
-	_, err := h.RecordGateway(ctx, RecordGateway{
+	_, err := h.recordOn(ctx, h.autoPruneStream(), RecordGateway{
 		Event:     events.AutoPruneRan{Pruned: run.Pruned, Vacuumed: run.Vacuumed, Error: run.Error, At: run.At},
 		CommandID: "auto_prune/" + run.At.UTC().Format(time.RFC3339Nano),
 	})

@@ -325,10 +325,13 @@ func checkMetadataTotals(totals SessionTotals, u events.SessionMetadataUpdated) 
 	return nil
 }
 
-// ClearTranscript deletes a session's messages, keeping the session.
+// ClearTranscript deletes a session's messages, keeping the session, and
+// erases them from the log (docs/ERASURE.md).
 type ClearTranscript struct {
 	SessionID string
 	CommandID string
+	// RequestedBy is recorded with the erasure; may be empty.
+	RequestedBy string
 }
 
 // ClearTranscript clears a transcript and returns the position.
@@ -336,16 +339,25 @@ func (t *TranscriptCommands) ClearTranscript(ctx context.Context, c ClearTranscr
 	if err := t.existing(ctx, c.SessionID); err != nil {
 		return 0, err
 	}
-	res, err := t.append(ctx, c.SessionID, "clear_transcript", c.CommandID, events.TranscriptCleared{SessionID: c.SessionID, At: t.h.now()})
+	now := t.h.now()
+	res, err := t.append(ctx, c.SessionID, "clear_transcript", c.CommandID,
+		events.TranscriptCleared{SessionID: c.SessionID, At: now},
+		events.TranscriptErased{SessionID: c.SessionID, Scope: events.EraseMessages, Reason: events.ErasureOnRequest, RequestedBy: c.RequestedBy, At: now})
 	return res.LastPosition(), err
 }
 
-// DeleteSession deletes a session and its messages.
+// DeleteSession deletes a session and its messages, and erases the
+// transcript's content from the log (docs/ERASURE.md).
 type DeleteSession struct {
 	SessionID string
 	// Reason is events.DeleteRequested or events.DeletePruned.
 	Reason    string
 	CommandID string
+	// Erasure is the reason recorded with the erasure (events.Erasure*);
+	// empty: derived from Reason.
+	Erasure string
+	// RequestedBy is recorded with the erasure; may be empty.
+	RequestedBy string
 }
 
 // DeleteSession deletes a session and returns the position.
@@ -353,7 +365,17 @@ func (t *TranscriptCommands) DeleteSession(ctx context.Context, c DeleteSession)
 	if err := t.existing(ctx, c.SessionID); err != nil {
 		return 0, err
 	}
-	res, err := t.append(ctx, c.SessionID, "delete_session", c.CommandID, events.TranscriptDeleted{SessionID: c.SessionID, Reason: c.Reason, At: t.h.now()})
+	why := c.Erasure
+	if why == "" {
+		why = events.ErasureOnRequest
+		if c.Reason == events.DeletePruned {
+			why = events.ErasurePruned
+		}
+	}
+	now := t.h.now()
+	res, err := t.append(ctx, c.SessionID, "delete_session", c.CommandID,
+		events.TranscriptDeleted{SessionID: c.SessionID, Reason: c.Reason, At: now},
+		events.TranscriptErased{SessionID: c.SessionID, Scope: events.EraseTranscript, Reason: why, RequestedBy: c.RequestedBy, At: now})
 	return res.LastPosition(), err
 }
 

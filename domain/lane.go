@@ -172,6 +172,14 @@ func Evolve(l Lane, e events.Event) Lane {
 		l.Queue = l.Queue.without(e.ItemIDs)
 	case events.QueueItemsExpired:
 		l.Queue = l.Queue.without(e.ItemIDs)
+	case events.LaneErased:
+		// The person is forgotten; the lane keeps its state (docs/ERASURE.md).
+		o, _ := events.EraseOrigin(events.Source(l.Origin))
+		l.Origin = SessionSource(o)
+		l.DisplayName = ""
+		if e.QueueTexts {
+			l.Queue = l.Queue.withoutContent()
+		}
 	case events.NoticeDelivered:
 		// Hermes clears both flags once the message handler has read them;
 		// a delivery recorded for an older session changes nothing.

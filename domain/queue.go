@@ -120,6 +120,25 @@ type Queue struct {
 	Overflow []QueueItem
 }
 
+// withoutContent keeps every item, in place, with its text and message
+// erased (a person erasure: the lane's state machine is unchanged).
+func (q Queue) withoutContent() Queue {
+	var out Queue
+	if q.Slot != nil {
+		it := *q.Slot
+		it.Text, it.Message = "", nil
+		out.Slot = &it
+	}
+	if len(q.Overflow) > 0 {
+		out.Overflow = make([]QueueItem, len(q.Overflow))
+		for i, it := range q.Overflow {
+			it.Text, it.Message = "", nil
+			out.Overflow[i] = it
+		}
+	}
+	return out
+}
+
 // Depth is len(overflow) + 1 when the slot is occupied.
 func (q Queue) Depth() int {
 	n := len(q.Overflow)

@@ -12,7 +12,10 @@ import "hermes/events"
 // Hermes' _increment_restart_failure_counts; so a completed drain, which
 // cuts no lane, drops every count. A drain that could not see the open turns
 // (timed out, none listed) is not a known end: the counts stay, and a crash
-// before the stop is recorded still counts.
+// before the stop is recorded still counts. A run adopted by another node
+// (RunAdopted) ends like a crash. RunEnds follows one gateway stream: with
+// several nodes there is one per node, and a stop touches only the counts
+// that node recorded.
 type RunEnds struct {
 	// Counted: the current run's end has been counted.
 	Counted bool
@@ -33,6 +36,15 @@ func (r *RunEnds) Observe(e events.Event) (cut []string, end bool) {
 	case events.RunInterrupted:
 		if r.Counted {
 			// The run died after its drain finished: that drain counted it.
+			return nil, false
+		}
+		r.Counted = true
+		return e.OpenLanes, true
+	case events.RunAdopted:
+		// Another node ended the dead run in its place: the same crash,
+		// counted once whether the adopter or the node's own restart
+		// records it first.
+		if r.Counted {
 			return nil, false
 		}
 		r.Counted = true

@@ -29,6 +29,9 @@ func TestRunEnds_Observe(t *testing.T) {
 		{name: "a drain blind to the open turns is no known end", given: []events.Event{started}, when: blind},
 		{name: "a crash after a blind drain counts", given: []events.Event{started, blind}, when: crash, wantCut: []string{"b"}, wantEnd: true},
 		{name: "a new start counts its own end again", given: []events.Event{started, timedOut, started}, when: crash, wantCut: []string{"b"}, wantEnd: true},
+		{name: "an adoption ends the run like a crash", given: []events.Event{started}, when: events.RunAdopted{By: "n2", OpenLanes: []string{"c"}, At: t0}, wantCut: []string{"c"}, wantEnd: true},
+		{name: "an adoption after the node's own crash record was counted by it", given: []events.Event{started, crash}, when: events.RunAdopted{By: "n2", OpenLanes: []string{"b"}, At: t0}},
+		{name: "a crash record after an adoption was counted by the adoption", given: []events.Event{started, events.RunAdopted{By: "n2", OpenLanes: []string{"b"}, At: t0}}, when: crash},
 		{name: "other gateway events are no end", given: []events.Event{started}, when: events.DrainStarted{OpenLanes: []string{"a"}, At: t0}},
 	}
 	for _, tt := range tests {

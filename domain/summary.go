@@ -83,6 +83,14 @@ func Summary(e events.Event) string {
 		return "ended: " + e.Reason
 	case events.TranscriptDeleted:
 		return "deleted: " + e.Reason
+	case events.TranscriptErased:
+		return fmt.Sprintf("erased %s (%s%s)", e.Scope, e.Reason, requestedBy(e.RequestedBy))
+	case events.LaneErased:
+		s := "person erased " + e.ErasureID + ": origins"
+		if e.QueueTexts {
+			s += ", queued texts"
+		}
+		return fmt.Sprintf("%s, %d transcripts (%s%s)", s, len(e.Transcripts), e.Reason, requestedBy(e.RequestedBy))
 	case events.LaneImported:
 		s := "imported from Hermes: session " + e.SessionID
 		if e.Suspended {
@@ -109,4 +117,12 @@ func Summary(e events.Event) string {
 	default:
 		return ""
 	}
+}
+
+// requestedBy is ", requested by who" for an erasure's summary, or nothing.
+func requestedBy(who string) string {
+	if who == "" {
+		return ""
+	}
+	return ", requested by " + who
 }

@@ -110,6 +110,18 @@ func decodeEvent(typ string, data []byte) (Event, error) {
 		return decode[SessionImported](typ, data)
 	case TypeMessagesImported:
 		return decode[MessagesImported](typ, data)
+	case TypeTranscriptErased:
+		return decode[TranscriptErased](typ, data)
+	case TypeLaneErased:
+		return decode[LaneErased](typ, data)
+	case TypeErasureRequested:
+		return decode[ErasureRequested](typ, data)
+	case TypeErasureCompleted:
+		return decode[ErasureCompleted](typ, data)
+	case TypeTranscriptOpened:
+		return decode[TranscriptOpened](typ, data)
+	case TypeArchivedSet:
+		return decode[ArchivedSet](typ, data)
 
 	case TypeGatewayStarted:
 		return decode[GatewayStarted](typ, data)
@@ -125,6 +137,15 @@ func decodeEvent(typ string, data []byte) (Event, error) {
 		return decode[MarkerHonoured](typ, data)
 	case TypeAutoPruneRan:
 		return decode[AutoPruneRan](typ, data)
+	case TypeRunAdopted:
+		return decode[RunAdopted](typ, data)
+
+	case TypeLeaseAcquired:
+		return decode[LeaseAcquired](typ, data)
+	case TypeLeaseRenewed:
+		return decode[LeaseRenewed](typ, data)
+	case TypeLeaseReleased:
+		return decode[LeaseReleased](typ, data)
 	}
 	return nil, fmt.Errorf("decode %q: %w", typ, ErrUnknownType)
 }

@@ -57,6 +57,8 @@ var allTypes = []string{
 	events.TypeTranscriptDeleted,
 	events.TypeTranscriptEnded,
 	events.TypeTranscriptReopened,
+	events.TypeTranscriptOpened,
+	events.TypeArchivedSet,
 	events.TypeGatewayStarted,
 	events.TypeRunInterrupted,
 	events.TypeDrainStarted,
@@ -64,9 +66,17 @@ var allTypes = []string{
 	events.TypeGatewayStopped,
 	events.TypeMarkerHonoured,
 	events.TypeAutoPruneRan,
+	events.TypeRunAdopted,
+	events.TypeLeaseAcquired,
+	events.TypeLeaseRenewed,
+	events.TypeLeaseReleased,
 	events.TypeLaneImported,
 	events.TypeSessionImported,
 	events.TypeMessagesImported,
+	events.TypeTranscriptErased,
+	events.TypeLaneErased,
+	events.TypeErasureRequested,
+	events.TypeErasureCompleted,
 }
 
 func goldenMessage() events.Message {
@@ -201,6 +211,12 @@ func goldenEvents() []events.Event {
 		events.TranscriptDeleted{SessionID: "20260514_093015_a1b2c3d4", Reason: events.DeletePruned, At: goldenAt},
 		events.TranscriptEnded{SessionID: "20260514_093015_a1b2c3d4", Reason: "compression", At: goldenAt},
 		events.TranscriptReopened{SessionID: "20260514_093015_a1b2c3d4", At: goldenAt},
+		events.TranscriptOpened{
+			SessionID: "20260514_093015_a1b2c3d4", Source: "cli", UserID: ptr("42"), Model: ptr("anthropic/claude-sonnet-4.6"),
+			ModelConfig: ptr(`{"temperature":0.2}`), SystemPrompt: ptr("You are Hermes."), ParentSessionID: ptr("20260513_080000_deadbeef"),
+			At: goldenAt,
+		},
+		events.ArchivedSet{SessionID: "20260514_093015_a1b2c3d4", Archived: true, At: goldenAt},
 		events.GatewayStarted{PID: 4242, ProcessStartedAt: goldenAt.Add(-time.Second), PreviousRunClean: true, At: goldenAt},
 		events.RunInterrupted{OpenLanes: []string{"agent:main:telegram:dm:99"}, At: goldenAt},
 		events.DrainStarted{Restart: true, OpenLanes: []string{"agent:main:telegram:dm:99", "agent:main:discord:group:g1:u1"}, At: goldenAt},
@@ -208,6 +224,10 @@ func goldenEvents() []events.Event {
 		events.GatewayStopped{Clean: true, Restart: true, At: goldenAt},
 		events.MarkerHonoured{At: goldenAt},
 		events.AutoPruneRan{Pruned: 12, Vacuumed: true, Error: "state.db busy", At: goldenAt},
+		events.RunAdopted{By: "n2", OpenLanes: []string{"agent:main:telegram:dm:99"}, LeaseUntil: goldenAt.Add(-time.Minute), At: goldenAt},
+		events.LeaseAcquired{Holder: "n1", Until: goldenAt.Add(time.Minute), Delivered: 4096, At: goldenAt},
+		events.LeaseRenewed{Holder: "n1", Until: goldenAt.Add(time.Minute), Delivered: 8192, At: goldenAt},
+		events.LeaseReleased{Holder: "n1", Delivered: 8192, At: goldenAt},
 		events.LaneImported{
 			SessionKey: "agent:main:whatsapp:dm:15551234567", SessionID: "20260514_093015_a1b2c3d4",
 			CreatedAt: goldenAt.Add(-time.Hour), UpdatedAt: goldenAt, Origin: goldenOrigin(),
@@ -244,6 +264,19 @@ func goldenEvents() []events.Event {
 			}},
 			At: goldenAt,
 		},
+		events.TranscriptErased{
+			SessionID: "20260514_093015_a1b2c3d4", Scope: events.EraseTranscript, Reason: events.ErasurePerson,
+			RequestedBy: "dpo@example.invalid", ErasureID: "er_4f1c2d3e", At: goldenAt,
+		},
+		events.LaneErased{
+			ErasureID: "er_4f1c2d3e", QueueTexts: true, Sessions: []string{"20260514_093015_a1b2c3d4", "20260513_080000_deadbeef"}, Transcripts: []string{"20260514_093015_a1b2c3d4"},
+			Reason: events.ErasurePerson, RequestedBy: "dpo@example.invalid", At: goldenAt,
+		},
+		events.ErasureRequested{
+			ErasureID: "er_4f1c2d3e", Platform: "telegram", UserID: "12345", UserIDAlt: "alt-12345",
+			Reason: events.ErasurePerson, RequestedBy: "dpo@example.invalid", At: goldenAt,
+		},
+		events.ErasureCompleted{ErasureID: "er_4f1c2d3e", Lanes: 2, Transcripts: 3, QueuedItems: 4, Origins: 5, At: goldenAt},
 	}
 }
 

@@ -14,6 +14,10 @@ type Metadata struct {
 	// share one store (empty on a single node): crash recovery closes only
 	// the turns its own node opened.
 	Node string `json:"node,omitempty"`
+	// Redacted is set on an event whose content an erasure removed: the id
+	// of that erasure event (see [Erasure]). The event keeps its type,
+	// stream, version, position and id.
+	Redacted string `json:"redacted,omitempty"`
 }
 
 // Proposed is an event offered to [Store.Append]: its id (derived from the

@@ -64,6 +64,10 @@ type Node struct {
 	// one store (its gateway stream is gateway-<id>); "" derives it from
 	// the host name.
 	ID string
+	// Lease is node.lease_seconds: with several nodes, how long a node's
+	// lease (its liveness, and the leader lease of the singleton duties)
+	// lasts; it is renewed every third of it.
+	Lease time.Duration
 }
 
 // ResetPolicy is one session_reset block: Hermes' SessionResetPolicy as
@@ -204,7 +208,8 @@ type Backup struct {
 	// Interval is backup.interval_seconds: time between two snapshots (0:
 	// none; hermes backup from cron does the same).
 	Interval time.Duration
-	// Dir is backup.dir: where the snapshots go ("": <home>/backups).
+	// Dir is backup.dir: where the snapshots go, outside the home (erasure
+	// does not reach into backups); required with Interval.
 	Dir string
 	// Keep is backup.keep: how many snapshots are kept; older ones are
 	// deleted after each new one.
@@ -269,6 +274,7 @@ func Default() Config {
 		Expiry:   Expiry{Interval: 300 * time.Second},
 		Recovery: Recovery{Recent: 120 * time.Second, StuckLoopThreshold: 3},
 		Hooks:    Hooks{StartAtHead: true, MaxInFlight: 8},
+		Node:     Node{Lease: 60 * time.Second},
 		Gateway:  Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
 		Storage:  Storage{BrokenRetention: 7 * 24 * time.Hour},
 		Backup:   Backup{Keep: 7},

@@ -190,10 +190,10 @@ func buildKeys() []key {
 			doc: "seconds a damaged read model moved aside at start (<name>.broken-<time>) is kept before it is deleted (default 7 days)",
 			ptr: func(c *Config) any { return &c.Storage.BrokenRetention }},
 		key{path: "backup.interval_seconds", kind: kindSeconds, lo: 0, hi: inf,
-			doc: "seconds between two snapshots of the event log taken by hermes serve (0: none)",
+			doc: "seconds between two snapshots of the event log taken by hermes serve into backup.dir (0: none)",
 			ptr: func(c *Config) any { return &c.Backup.Interval }},
 		key{path: "backup.dir", kind: kindString,
-			doc: "directory of the periodic snapshots (default <home>/backups)",
+			doc: "directory of the periodic snapshots, outside the home (required with backup.interval_seconds)",
 			ptr: func(c *Config) any { return &c.Backup.Dir }},
 		key{path: "backup.keep", kind: kindInt, lo: 1, hi: 100000,
 			doc: "periodic snapshots kept; older ones are deleted after each new one",
@@ -216,6 +216,9 @@ func buildKeys() []key {
 		key{path: "node.id", kind: kindString, check: checkNodeID,
 			doc: "name of this node among the hermes serve processes sharing one store; empty: derived from the host name",
 			ptr: func(c *Config) any { return &c.Node.ID }},
+		key{path: "node.lease_seconds", kind: kindSeconds, lo: 1, hi: 86400,
+			doc: "with several nodes on one store: how long a node's lease lasts (renewed every third of it); a node whose lease expired is adopted, and the leader lease moves",
+			ptr: func(c *Config) any { return &c.Node.Lease }},
 	)
 }
 

@@ -87,6 +87,7 @@ func TestLoadDefaultsWithoutFile(t *testing.T) {
 		Gateway:                config.Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
 		Storage:                config.Storage{BrokenRetention: 7 * 24 * time.Hour},
 		Backup:                 config.Backup{Keep: 7},
+		Node:                   config.Node{Lease: time.Minute},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Load() without a file mismatch (-want +got):\n%s", diff)
@@ -166,6 +167,8 @@ backup:
   keep: 3
 multiplex_profiles: true
 profile: coder
+node:
+  lease_seconds: 30
 `
 	got := mustLoad(t, body, nil, nil)
 	want := config.Config{
@@ -193,6 +196,7 @@ profile: coder
 		PlatformSettings:       map[string]config.Platform{"telegram": {}},
 		MultiplexProfiles:      true,
 		Profile:                "coder",
+		Node:                   config.Node{Lease: 30 * time.Second},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Load() mismatch (-want +got):\n%s", diff)

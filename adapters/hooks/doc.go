@@ -10,7 +10,13 @@
 // written to the poison log (<dir>/hooks.poison.jsonl) and delivery moves
 // on. The checkpoint advances only after every webhook delivered or poisoned
 // an event, so delivery is at least once across crashes; receivers
-// de-duplicate by the X-Hermes-Event-Id header.
+// de-duplicate by the X-Hermes-Event-Id header. Lease events (lease.*, the
+// coordination of several nodes) are not delivered.
+//
+// With several nodes on one store only the holder of the leader lease runs
+// the router (cmd/hermes); the lease events carry the checkpoint it
+// reached, and [AdvanceCheckpoint] moves a new holder's checkpoint to it
+// before it runs.
 //
 // It never reads from an append call, never writes a read model and never
 // appends to the store: it only reads the log. It imports events and

@@ -1,6 +1,8 @@
 package hooks
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"hermes/events"
 )
 
 // File names inside Config.Dir.
@@ -34,6 +38,24 @@ func ReadCheckpoint(dir string) (uint64, bool, error) {
 		return 0, false, fmt.Errorf("hooks checkpoint %s is corrupt: %q", filepath.Join(dir, CheckpointFile), b)
 	}
 	return pos, true, nil
+}
+
+// AdvanceCheckpoint moves dir's checkpoint forward to pos: a node taking
+// over delivery from another (the leader lease) resumes where the
+// previous holders recorded they were, or where it was itself if that is
+// further. A position behind the stored one changes nothing.
+func AdvanceCheckpoint(dir string, pos uint64) error {
+	cur, ok, err := ReadCheckpoint(dir)
+	if err != nil {
+		return err
+	}
+	if ok && cur >= pos || !ok && pos == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("write hooks checkpoint: %w", err)
+	}
+	return writeCheckpoint(dir, pos)
 }
 
 // writeCheckpoint replaces dir's checkpoint atomically: a temporary file is
@@ -103,6 +125,10 @@ type poisonLog struct {
 	path string
 }
 
+// poisonFiles serialises every writer of a poison log in this process (the
+// router's appends and ScrubPoisonLog's rewrite), so a scrub loses no line.
+var poisonFiles sync.Mutex
+
 func (p *poisonLog) write(r PoisonRecord) error {
 	line, err := json.Marshal(r)
 	if err != nil {
@@ -111,6 +137,8 @@ func (p *poisonLog) write(r PoisonRecord) error {
 	line = append(line, '\n')
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	poisonFiles.Lock()
+	defer poisonFiles.Unlock()
 	f, err := os.OpenFile(p.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("poison log: %w", err)
@@ -151,4 +179,66 @@ func ReadPoisonLog(dir string) ([]PoisonRecord, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// ScrubPoisonLog drops the bodies an erasure made stale from dir's poison
+// log: every record whose event the log now holds redacted (or no longer
+// holds) loses its Envelope, which may carry the erased content; the rest
+// of the record stays. The file is replaced by rename (a new inode), so the
+// old bytes are no longer part of any file. It returns how many records it
+// scrubbed.
+func ScrubPoisonLog(ctx context.Context, dir string, store events.Store) (int, error) {
+	poisonFiles.Lock()
+	defer poisonFiles.Unlock()
+	recs, err := ReadPoisonLog(dir)
+	if err != nil || len(recs) == 0 {
+		return 0, err
+	}
+	scrubbed := 0
+	var buf bytes.Buffer
+	for _, r := range recs {
+		if len(r.Envelope) > 0 {
+			envs, err := store.ReadAll(ctx, r.Position-1, 1)
+			if err != nil {
+				return 0, fmt.Errorf("scrub poison log: %w", err)
+			}
+			if len(envs) == 0 || envs[0].Position != r.Position || envs[0].Metadata.Redacted != "" {
+				r.Envelope = nil
+				scrubbed++
+			}
+		}
+		line, err := json.Marshal(r)
+		if err != nil {
+			return 0, fmt.Errorf("scrub poison log: %w", err)
+		}
+		buf.Write(append(line, '\n'))
+	}
+	if scrubbed == 0 {
+		return 0, nil
+	}
+	path := filepath.Join(dir, PoisonFile)
+	tmp := path + ".tmp"
+	if err := writeSynced(tmp, buf.Bytes()); err != nil {
+		return 0, fmt.Errorf("scrub poison log: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return 0, fmt.Errorf("scrub poison log: %w", err)
+	}
+	return scrubbed, syncDir(dir)
+}
+
+func writeSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -224,6 +224,12 @@ var errInterrupted = errors.New("hooks: delivery interrupted")
 func (r *Router) deliverBatch(pub message.Publisher, batch []events.Envelope) (uint64, error) {
 	var last uint64
 	for _, env := range batch {
+		if events.IsLeaseType(env.Type) {
+			// Coordination between nodes (leases), not an event of a
+			// session: never delivered.
+			last = env.Position
+			continue
+		}
 		body, err := encodeEnvelope(env)
 		if err != nil {
 			// It would fail the same way every time: poison it rather

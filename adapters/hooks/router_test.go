@@ -584,3 +584,70 @@ func TestRouter_StopDuringRetries(t *testing.T) {
 		t.Fatalf("poison log = %+v, want empty: a stop is not a failure", recs)
 	}
 }
+
+// TestRouter_TakeoverFromSharedCheckpoint: a router of another home (a new
+// holder of the leader lease) moved to the checkpoint the previous holder
+// recorded delivers only what came after it, and lease events are never
+// delivered.
+func TestRouter_TakeoverFromSharedCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	dirA, dirB := t.TempDir(), t.TempDir()
+	store := openStore(t, filepath.Join(dirA, "events.db"))
+	first := appendEvents(t, store, 5)
+	rcv := newReceiver(t, "", nil)
+	webhooks := []hooks.WebhookConfig{{Name: "rcv", URL: rcv.srv.URL}}
+	a, err := hooks.New(store, hooks.Config{Dir: dirA, Webhooks: webhooks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runRouter(t, a)
+	headA, _ := store.Head(ctx)
+	waitFor(t, "the first holder to deliver and record it", func() bool {
+		cp, _ := a.Checkpoint()
+		return cp == headA
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	delivered, err := a.Checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := events.LeaseReleased{Holder: "a", Delivered: delivered, At: time.Now()}
+	if _, err := store.Append(ctx, events.LeaderLease, events.AnyVersion(), []events.Proposed{{ID: uuid.NewString(), Event: lease}}); err != nil {
+		t.Fatal(err)
+	}
+	second := appendEvents(t, store, 3)
+
+	if err := hooks.AdvanceCheckpoint(dirB, delivered); err != nil {
+		t.Fatal(err)
+	}
+	if err := hooks.AdvanceCheckpoint(dirB, delivered-1); err != nil {
+		t.Fatal(err)
+	}
+	if cp, ok, err := hooks.ReadCheckpoint(dirB); err != nil || !ok || cp != delivered {
+		t.Fatalf("checkpoint after advancing to %d then back = %d, %v, %v; want %d", delivered, cp, ok, err, delivered)
+	}
+	b, err := hooks.New(store, hooks.Config{Dir: dirB, StartAtHead: true, Webhooks: webhooks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop = runRouter(t, b)
+	head, _ := store.Head(ctx)
+	waitFor(t, "the new holder to deliver", func() bool {
+		cp, _ := b.Checkpoint()
+		return cp == head
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	got := acceptedIDs(rcv)
+	for _, id := range append(first, second...) {
+		if got[id] != 1 {
+			t.Errorf("event %s delivered %d times across the takeover, want 1", id, got[id])
+		}
+	}
+	if len(got) != len(first)+len(second) {
+		t.Errorf("delivered %d distinct events, want %d (the lease event is not delivered)", len(got), len(first)+len(second))
+	}
+}

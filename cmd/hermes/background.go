@@ -22,22 +22,44 @@ const manualTickPoll = 50 * time.Millisecond
 // stopped on an error (a store or checkpoint failure).
 const hooksRetry = 5 * time.Second
 
-// startBackground starts the hooks router (when webhooks are configured)
-// and the expiry watcher. The returned stop cancels both and waits for
-// them; it may be called more than once.
+// startBackground starts the singleton duties: the hooks router (when
+// webhooks are configured) and the expiry watcher (with auto-prune). On a
+// single node they always run; with several nodes on one store (a node id)
+// the cluster loop runs them only while this node holds the leader lease,
+// and keeps the node's own lease and the adoption rule (cluster.go). The
+// returned stop cancels everything and waits for it; it may be called more
+// than once.
 func (rt *runtime) startBackground(ctx context.Context) (stop func(), err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
 
-	var hook commands.FinalizeHook
+	var router *hooks.Router
 	if len(rt.cfg.Hooks.Webhooks) > 0 {
-		router, err := hooks.New(rt.raw, hooksConfig(rt.cfg.Hooks, rt.home.hermesDir(), rt.now, rt.log))
+		router, err = hooks.New(rt.raw, hooksConfig(rt.cfg.Hooks, rt.home.hermesDir(), rt.now, rt.log))
 		if err != nil {
 			cancel()
 			return nil, err
 		}
+	}
+	duties := func(ctx context.Context) { rt.runDuties(ctx, router) }
+	if rt.handler.Node() == "" {
+		wg.Go(func() { duties(ctx) })
+		return stop, nil
+	}
+	c := &cluster{rt: rt, router: router, duties: duties, ttl: rt.cfg.Node.Lease, log: rt.log.With("component", "cluster")}
+	wg.Go(func() { c.run(ctx) })
+	return stop, nil
+}
+
+// runDuties runs the hooks router (when there is one) and the expiry
+// watcher until ctx is done.
+func (rt *runtime) runDuties(ctx context.Context, router *hooks.Router) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var hook commands.FinalizeHook
+	if router != nil {
 		hook = router
 		wg.Go(func() {
 			for {
@@ -66,20 +88,39 @@ func (rt *runtime) startBackground(ctx context.Context) (stop func(), err error)
 		AutoPruneMinInterval: time.Duration(s.MinIntervalHours) * time.Hour,
 		VacuumAfterPrune:     s.VacuumAfterPrune,
 		Pruner:               transcriptPruner{rt},
+		Purge:                rt.purge,
 		Transcripts:          rt.handler.Transcripts(pruneIndex{rt.reader}),
-		AutoPruneLog:         rt.handler, // needs events.AutoPruneRan + Handler.LastAutoPrune/RecordAutoPrune; until then: nil
+		AutoPruneLog:         rt.handler,
 		Log:                  func(level slog.Level, msg string, args ...any) { log.Log(context.Background(), level, msg, args...) },
 	})
-	var ticks <-chan time.Time
+	watcher.Run(ctx, rt.ticks(ctx, rt.cfg.Expiry.Interval))
+}
+
+// ticks ticks every interval of the runtime's clock until ctx is done: a
+// time.Ticker on the system clock, commands.ClockTicks on a manual one.
+func (rt *runtime) ticks(ctx context.Context, interval time.Duration) <-chan time.Time {
 	if rt.manualClock {
-		ticks = commands.ClockTicks(ctx, rt.now, rt.cfg.Expiry.Interval, manualTickPoll)
-	} else {
-		t := time.NewTicker(rt.cfg.Expiry.Interval)
-		wg.Go(func() { <-ctx.Done(); t.Stop() })
-		ticks = t.C
+		return commands.ClockTicks(ctx, rt.now, interval, manualTickPoll)
 	}
-	wg.Go(func() { watcher.Run(ctx, ticks) })
-	return stop, nil
+	t := time.NewTicker(interval)
+	out := make(chan time.Time)
+	go func() {
+		defer t.Stop()
+		defer close(out)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				select {
+				case out <- now:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
 }
 
 func hooksConfig(c config.Hooks, dir string, now func() time.Time, log *slog.Logger) hooks.Config {

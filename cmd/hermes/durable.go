@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -141,6 +142,9 @@ backed up: restore rebuilds them.`,
 			if err != nil {
 				return err
 			}
+			if rel, err := filepath.Rel(h.dir, dir); err == nil && !strings.HasPrefix(rel, "..") {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s is under the home; an erasure does not reach into backups, so erased content would stay under the home (docs/ERASURE.md)\n", dir)
+			}
 			secs := max(took.Seconds(), 1e-9)
 			fmt.Fprintf(cmd.OutOrStdout(), "backed up %d events (head position %d) to %s: %.1f MB in %s (%.1f MB/s, %.0f events/s)\n",
 				m.Events, m.HeadPosition, dir, float64(m.Bytes)/1e6, took.Round(time.Millisecond), float64(m.Bytes)/1e6/secs, float64(m.Events)/secs)
@@ -180,7 +184,7 @@ func backup(ctx context.Context, h homeLayout, dir string, now time.Time, stderr
 		return Manifest{}, "", 0, err
 	}
 	took := time.Since(start)
-	m, err := describe(ctx, file)
+	m, err := describeSnapshot(ctx, file)
 	if err != nil {
 		os.RemoveAll(target)
 		return Manifest{}, "", 0, err
@@ -261,8 +265,8 @@ func vacuumInto(ctx context.Context, src, dst string, stderr io.Writer) error {
 	return nil
 }
 
-// describe reads a snapshot's head, event count, size and checksum.
-func describe(ctx context.Context, file string) (Manifest, error) {
+// describeSnapshot reads a snapshot's head, event count, size and checksum.
+func describeSnapshot(ctx context.Context, file string) (Manifest, error) {
 	m := Manifest{Format: manifestFormat, File: backupLogName}
 	db, err := sql.Open("sqlite", roDSN(file))
 	if err != nil {
@@ -438,11 +442,14 @@ func (rt *runtime) backupEvery(ctx context.Context) {
 	if b.Interval <= 0 || rt.cfg.Store.URL != "" {
 		return
 	}
+	log := rt.log.With("component", "backup")
 	dir := b.Dir
 	if dir == "" {
-		dir = filepath.Join(rt.home.dir, "backups")
+		// Not under the home: erasure makes erased content unrecoverable
+		// from every file there, and it does not reach into backups.
+		log.Error("backup.interval_seconds is set but backup.dir is not: no periodic backups (set backup.dir outside the home)")
+		return
 	}
-	log := rt.log.With("component", "backup")
 	tick := time.NewTicker(b.Interval)
 	defer tick.Stop()
 	for {

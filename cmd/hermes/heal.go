@@ -247,3 +247,19 @@ func foreignStateDB(path string) bool {
 	err = db.QueryRow("SELECT count(*), count(*) FILTER (WHERE name = 'state_meta') FROM sqlite_schema WHERE type = 'table'").Scan(&tables, &ours)
 	return err == nil && tables > 0 && ours == 0
 }
+
+// dropBrokenCopies deletes every read model moved aside (with its -wal and
+// -shm): after an erasure, erased content must not survive in any file
+// hermes wrote, and a damaged copy cannot be erased in.
+func dropBrokenCopies(log *slog.Logger, paths ...string) error {
+	for _, p := range paths {
+		matches, _ := filepath.Glob(p + brokenSuffix + "*")
+		for _, m := range matches {
+			if err := os.Remove(m); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("delete %s after an erasure: %w", m, err)
+			}
+			log.Info("deleted a damaged read model moved aside: an erasure happened since", "file", m)
+		}
+	}
+	return nil
+}

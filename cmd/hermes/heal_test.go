@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -232,5 +233,35 @@ func TestBackgroundCheckOfABigReadModel(t *testing.T) {
 		if !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(want)) {
 			t.Errorf("GET %s after the rebuild:\n got %s\nwant %s", p, got, want)
 		}
+	}
+}
+
+// TestErasureDropsBrokenCopies: a damaged read model moved aside is kept
+// across a start without erasure, and deleted by the next erasure (it
+// cannot be erased in; docs/ERASURE.md's bound covers every file).
+func TestErasureDropsBrokenCopies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	home := t.TempDir()
+	answers := seedHome(t, home, 2)
+	h := homeLayout{dir: home}
+	garble(t, h.lanesDB(), 2)
+	s := startServer(t, home, nil)
+	aside, _ := filepath.Glob(h.lanesDB() + ".broken-*")
+	if len(aside) == 0 {
+		t.Fatalf("lanes.db was not moved aside:\n%s", s.stderr.String())
+	}
+	id := ""
+	for p := range answers {
+		if rest, ok := strings.CutPrefix(p, "/v1/transcripts/"); ok && strings.HasSuffix(rest, "/messages") {
+			id = strings.TrimSuffix(rest, "/messages")
+		}
+	}
+	if status := s.call("DELETE", "/v1/transcripts/"+id, nil, nil); status != http.StatusOK {
+		t.Fatalf("DELETE transcript %s = %d", id, status)
+	}
+	if left, _ := filepath.Glob(h.lanesDB() + ".broken-*"); len(left) > 0 {
+		t.Fatalf("the moved-aside copy survived an erasure: %v\n%s", left, s.stderr.String())
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/samber/lo"
+
 	"hermes/adapters/config"
 	"hermes/commands"
 	"hermes/events"
@@ -59,7 +61,10 @@ func (rt *runtime) recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return rt.runner.WaitFor(ctx, pos)
+	if err := rt.runner.WaitFor(ctx, pos); err != nil {
+		return err
+	}
+	return rt.recoverErasures(ctx)
 }
 
 // consumeCleanShutdownMarker honours and removes Hermes' .clean_shutdown.
@@ -109,8 +114,11 @@ func (rt *runtime) recoverInterruptedRun(ctx context.Context, prev commands.Gate
 	}
 	var recent []string
 	if rt.handler.Node() == "" {
-		// Lanes recently active elsewhere are not this node's to mark: with
-		// several nodes only the turns it opened are recovered.
+		// With several nodes only the turns this node opened are
+		// recovered: a lane is not pinned to a node (one chat's messages
+		// may reach any node), so lanes recently active are most likely
+		// served by live nodes, and marking them would disturb those. The
+		// open turn, tracked exactly, is what a crash cuts.
 		recent, err = rt.handler.SuspendRecentlyActive(ctx, commands.SuspendRecentlyActive{MaxAge: rt.cfg.Recovery.Recent})
 		if err != nil {
 			return err
@@ -122,27 +130,22 @@ func (rt *runtime) recoverInterruptedRun(ctx context.Context, prev commands.Gate
 
 // ownTurns keeps, among lanes with an open turn, those whose turn this node
 // opened (the turn_started event carries the node's name). On a single node
-// every open turn is its own. A node that never comes back leaves its turns
-// open until a node started with the same node.id recovers them (see the
-// README, Running on KurrentDB).
+// every open turn is its own. The turns of a node that never comes back are
+// closed by another node once that node's lease expired (the adoption rule,
+// cluster.go; see the README, Running on KurrentDB).
 func (rt *runtime) ownTurns(ctx context.Context, open []string) ([]string, error) {
 	node := rt.handler.Node()
 	if node == "" {
 		return open, nil
 	}
+	turns, err := rt.handler.OpenTurns(ctx, open)
+	if err != nil {
+		return nil, err
+	}
 	var own []string
-	for _, key := range open {
-		last, err := rt.raw.ReadStream(ctx, events.LaneStream(key), 0, 64, events.Backwards)
-		if err != nil {
-			return nil, fmt.Errorf("lane %s: %w", key, err)
-		}
-		for _, env := range last {
-			if _, ok := env.Event.(events.TurnStarted); ok {
-				if env.Metadata.Node == node {
-					own = append(own, key)
-				}
-				break
-			}
+	for _, t := range turns {
+		if t.Node == node {
+			own = append(own, t.Key)
 		}
 	}
 	return own, nil
@@ -196,11 +199,7 @@ func (rt *runtime) openLanes(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys := make([]string, 0, len(rows))
-	for _, r := range rows {
-		keys = append(keys, r.Lane.SessionKey)
-	}
-	return keys, nil
+	return lo.Map(rows, func(r sessions.Row, _ int) string { return r.Lane.SessionKey }), nil
 }
 
 // drainPoll is how often the drain looks for turns that completed.
@@ -249,6 +248,11 @@ func (rt *runtime) drain(ctx context.Context, restarting bool, timeout time.Dura
 			return nil
 		}
 		open, err := rt.openLanes(lookCtx)
+		if err == nil {
+			// With several nodes, only the turns this node opened: the
+			// others' go on on their nodes.
+			open, err = rt.ownTurns(lookCtx, open)
+		}
 		if err != nil {
 			rt.log.Error("drain: open turns", "err", err)
 			failed = true

@@ -48,7 +48,7 @@ func TestPoisonLog(t *testing.T) {
 	if _, ok := entries["agent:main:telegram:dm:777"]; !ok {
 		t.Errorf("sessions.json has no entry for the poisoned lane:\n%s", data)
 	}
-	if !strings.Contains(s.stderr.String(), `msg="clamped an event value" projection=sessions.v3 stream=lane-agent:main:telegram:dm:777 position=13 field=estimated_cost_usd rule=quarantined`) {
+	if !strings.Contains(s.stderr.String(), `msg="clamped an event value" projection=sessions.v4 stream=lane-agent:main:telegram:dm:777 position=13 field=estimated_cost_usd rule=quarantined`) {
 		t.Errorf("no log line for the quarantined cost of position 13:\n%s", s.stderr.String())
 	}
 	if code := s.stop(syscall.SIGTERM); code != 0 {
@@ -59,8 +59,8 @@ func TestPoisonLog(t *testing.T) {
 	for _, want := range []string{
 		`clamped: position 7 "transcript-20261123_213415_6862bdb9" transcripts.v2 input_tokens saturated`,
 		`clamped: position 10 "transcript-20261123_213415_6862bdb9" transcripts.v2 estimated_cost_usd quarantined`,
-		`clamped: position 12 "lane-agent:main:telegram:dm:777" sessions.v3 output_tokens saturated`,
-		`clamped: position 14 "lane-agent:main:telegram:dm:777" sessions.v3 estimated_cost_usd quarantined`,
+		`clamped: position 12 "lane-agent:main:telegram:dm:777" sessions.v4 output_tokens saturated`,
+		`clamped: position 14 "lane-agent:main:telegram:dm:777" sessions.v4 estimated_cost_usd quarantined`,
 		"11 event values were clamped or quarantined",
 	} {
 		if !strings.Contains(out, want) {

@@ -89,6 +89,8 @@ type runtime struct {
 	handler  *commands.Handler
 	server   *api.Server
 	listener net.Listener
+	// requestRestart asks run to stop and exit with the restart code.
+	requestRestart func()
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
@@ -143,6 +145,12 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 	metrics.Observe(rt.runner, rt.lanes)
 	metrics.Register(rt.clamps.count)
 	restart := make(chan struct{}, 1)
+	rt.requestRestart = func() {
+		select {
+		case restart <- struct{}{}:
+		default:
+		}
+	}
 	rt.server = api.New(api.Deps{
 		Commands:        rt.handler,
 		Store:           rt.store,
@@ -161,12 +169,8 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 			AllowedHosts: s.cfg.API.AllowedHosts, AllowedOrigins: s.cfg.API.AllowedOrigins},
 		MaxFollowers:        s.cfg.API.MaxFollowers,
 		FollowerBufferBytes: s.cfg.API.FollowerBufferBytes,
-		Restart: func() {
-			select {
-			case restart <- struct{}{}:
-			default:
-			}
-		},
+		Purge:               rt.purge,
+		Restart:             rt.requestRestart,
 	})
 	return rt.run(ctx, restart)
 }

@@ -80,7 +80,7 @@ func runTail(ctx context.Context, g *globalFlags, key string, o tailOptions, out
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	p := &tailPrinter{out: out, asJSON: o.asJSON, color: useColor(out), key: key, sessions: map[string]bool{}}
+	p := &tailPrinter{out: out, asJSON: o.asJSON, color: useColor(out), key: key, sessions: map[string]bool{}, ends: map[string]*domain.RunEnds{}}
 	lane := events.LaneStream(key)
 	var after uint64
 	found := false
@@ -181,10 +181,13 @@ type tailPrinter struct {
 	sessions map[string]bool
 	// shown: the last lane event was printed (--from-version).
 	shown bool
-	// ends and restarts follow the lane's stuck-loop count, so the stops
-	// that counted toward a suspension are printed with the lane.
-	ends     domain.RunEnds
-	restarts int
+	// ends (per gateway stream: one per node) and restarts follow the
+	// lane's stuck-loop count, so the stops that counted toward a
+	// suspension are printed with the lane; countedBy is the gateway stream
+	// of the node that recorded the count (only that node's stops drop it).
+	ends      map[string]*domain.RunEnds
+	restarts  int
+	countedBy string
 }
 
 func (p *tailPrinter) ownsTranscript(stream string) bool {
@@ -197,7 +200,7 @@ func (p *tailPrinter) lane(env events.Envelope, show bool) error {
 	p.state = domain.Evolve(p.state, env.Event)
 	p.shown = show
 	if domain.ClearsRestartCount(env.Event) {
-		p.restarts = 0
+		p.restarts, p.countedBy = 0, ""
 	}
 	if p.state.SessionID != "" {
 		p.sessions[p.state.SessionID] = true
@@ -211,23 +214,32 @@ func (p *tailPrinter) lane(env events.Envelope, show bool) error {
 	changes := entryChanges(before, p.state)
 	_, err := fmt.Fprintf(p.out, "%s  v%-4d %s  %s%s\n",
 		env.Event.OccurredAt().UTC().Format("2006-01-02T15:04:05.000000Z"), env.Version,
-		p.paint(env.Type, typeColor(env.Event)), domain.Summary(env.Event), changes)
+		p.paint(env.Type, typeColor(env.Event)), describe(env), changes)
 	return err
 }
 
 // gateway prints a run's end that cut the lane or dropped its count: the
 // stops that explain a stuck-loop suspension (domain.RunEnds).
 func (p *tailPrinter) gateway(env events.Envelope) error {
-	cut, end := p.ends.Observe(env.Event)
+	ends, ok := p.ends[env.Stream]
+	if !ok {
+		ends = &domain.RunEnds{}
+		p.ends[env.Stream] = ends
+	}
+	cut, end := ends.Observe(env.Event)
 	if !end {
 		return nil
 	}
 	before := p.restarts
 	wasCut := slices.Contains(cut, p.key)
-	if wasCut {
+	switch {
+	case wasCut:
 		p.restarts++
-	} else {
-		p.restarts = 0
+		p.countedBy = env.Stream
+	case p.countedBy == env.Stream || p.countedBy == "":
+		p.restarts, p.countedBy = 0, ""
+	default:
+		return nil // another node's stop: the count is not its to drop
 	}
 	if !p.shown || p.restarts == before {
 		return nil
@@ -236,11 +248,17 @@ func (p *tailPrinter) gateway(env events.Envelope) error {
 		return p.json(env)
 	}
 	stop := "crash"
-	if d, ok := env.Event.(events.DrainFinished); ok {
+	switch e := env.Event.(type) {
+	case events.DrainFinished:
 		stop = "drain completed"
-		if d.TimedOut {
+		if e.TimedOut {
 			stop = "drain timed out"
 		}
+	case events.RunAdopted:
+		stop = "crash, adopted by node " + e.By
+	}
+	if node, ok := strings.CutPrefix(env.Stream, events.GatewayStream+"-"); ok {
+		stop = "node " + node + " " + stop
 	}
 	what := "cut this lane's turn"
 	if !wasCut {
@@ -258,7 +276,7 @@ func (p *tailPrinter) transcript(env events.Envelope) error {
 	}
 	_, err := fmt.Fprintf(p.out, "%s  %s  %s  %s\n",
 		env.Event.OccurredAt().UTC().Format("2006-01-02T15:04:05.000000Z"),
-		strings.TrimPrefix(env.Stream, events.TranscriptPrefix), p.paint(env.Type, "2"), domain.Summary(env.Event))
+		strings.TrimPrefix(env.Stream, events.TranscriptPrefix), p.paint(env.Type, "2"), describe(env))
 	return err
 }
 
@@ -289,6 +307,16 @@ func typeColor(e events.Event) string {
 	default:
 		return "36"
 	}
+}
+
+// describe is domain.Summary, marked [erased] when an erasure rewrote the
+// event (its content is gone; what is shown is what is left).
+func describe(env events.Envelope) string {
+	s := domain.Summary(env.Event)
+	if env.Metadata.Redacted != "" {
+		s += " [erased]"
+	}
+	return s
 }
 
 // entryChanges lists the entry fields an event changed, "  {a: x → y}"

@@ -28,8 +28,8 @@ func TestMain(m *testing.M) {
 // break them where the checker must not look (tests, testdata, vendor,
 // hidden and underscore directories, a nested module), so a checker that
 // looked there would fail TestCheckClean. Its paths are a sketch of the
-// layout, not the real tree: "kurrentdb" stands for a second adapter (the
-// KurrentDB store is planned; only the SQLite one exists).
+// layout, not the real tree: "kurrentdb" stands for the second store
+// adapter (the real ones live under adapters/eventstore/).
 func cleanTree() map[string]string {
 	return map[string]string{
 		"go.mod":    "module hermes\n\ngo 1.26\n",

@@ -7,8 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
+	"strings"
 )
 
 // Dump writes a canonical text dump of the read model (every lane row and
@@ -36,12 +35,16 @@ func (p *Projection) Dump(ctx context.Context, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "lane %s\n", line)
 	}
-	counts, err := p.RestartFailures(ctx)
+	counts, err := p.restartFailureNodes(ctx)
 	if err != nil {
 		return err
 	}
-	for _, k := range sortedKeys(counts) {
-		fmt.Fprintf(w, "restart_failures %q %d\n", k, counts[k])
+	for _, c := range counts {
+		if c.node == "" {
+			fmt.Fprintf(w, "restart_failures %q %d\n", c.key, c.count)
+		} else {
+			fmt.Fprintf(w, "restart_failures %q %d node %q\n", c.key, c.count, c.node)
+		}
 	}
 	var counted string
 	err = p.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'stop_counted'`).Scan(&counted)
@@ -49,9 +52,41 @@ func (p *Projection) Dump(ctx context.Context, w io.Writer) error {
 		return fmt.Errorf("dump stop_counted: %w", err)
 	}
 	fmt.Fprintf(w, "stop_counted %t\n", counted == "1")
-	return nil
+	// The other nodes' (several nodes on one store), by node.
+	metaRows, err := p.db.QueryContext(ctx, `SELECT key, value FROM meta WHERE key LIKE 'stop\_counted/%' ESCAPE '\' ORDER BY key`)
+	if err != nil {
+		return fmt.Errorf("dump stop_counted: %w", err)
+	}
+	defer metaRows.Close()
+	for metaRows.Next() {
+		var key, v string
+		if err := metaRows.Scan(&key, &v); err != nil {
+			return fmt.Errorf("dump stop_counted: %w", err)
+		}
+		fmt.Fprintf(w, "stop_counted %q %t\n", strings.TrimPrefix(key, "stop_counted/"), v == "1")
+	}
+	return metaRows.Err()
 }
 
-func sortedKeys(m map[string]int) []string {
-	return slices.Sorted(maps.Keys(m))
+// nodeCount is one lane's stuck-loop count and the node that recorded it.
+type nodeCount struct {
+	key, node string
+	count     int
+}
+
+func (p *Projection) restartFailureNodes(ctx context.Context) ([]nodeCount, error) {
+	rows, err := p.db.QueryContext(ctx, `SELECT session_key, count, node FROM restart_failures ORDER BY session_key`)
+	if err != nil {
+		return nil, fmt.Errorf("restart failures: %w", err)
+	}
+	defer rows.Close()
+	var out []nodeCount
+	for rows.Next() {
+		var c nodeCount
+		if err := rows.Scan(&c.key, &c.count, &c.node); err != nil {
+			return nil, fmt.Errorf("restart failures: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
 }

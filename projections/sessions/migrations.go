@@ -20,6 +20,8 @@ var schemaSQL string
 // mean is a bump of [Name] instead (the file is rebuilt from position 0).
 var migrations = []migrate.Step{
 	{Version: 1, Name: "lanes, restart_failures and meta", Up: migrate.SQL(schemaSQL)},
+	{Version: 2, Name: "restart_failures.node: the node that recorded a count",
+		Up: migrate.SQL(`ALTER TABLE restart_failures ADD COLUMN node TEXT NOT NULL DEFAULT ''`)},
 }
 
 // migrateSchema brings the file of db to the last step. A lanes.db written

@@ -31,8 +31,8 @@ func userVersion(t *testing.T, db *sql.DB) int {
 
 // TestOpen_lanesDBBeforeMigrations: a lanes.db written before migrations
 // (the schema, user_version 0) opens at version 1, rows kept, step 1
-// recorded as adopted; a test-only step 2 then runs once, and a failing
-// one leaves the file at version 1.
+// recorded as adopted, and the later steps run; a test-only next step then
+// runs once, and a failing one leaves the file where it was.
 func TestOpen_lanesDBBeforeMigrations(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "lanes.db")
@@ -54,13 +54,14 @@ func TestOpen_lanesDBBeforeMigrations(t *testing.T) {
 	if err := db.QueryRow("SELECT adopted FROM " + migrationsTable + " WHERE version = 1").Scan(&adopted); err != nil || adopted != 1 {
 		t.Errorf("record of step 1: adopted %d, %v; want 1", adopted, err)
 	}
-	if v := userVersion(t, db); v != 1 {
-		t.Errorf("user_version = %d, want 1", v)
+	last := len(migrations)
+	if v := userVersion(t, db); v != last {
+		t.Errorf("user_version = %d, want %d", v, last)
 	}
 
 	ran := 0
 	step2 := func(fail bool) []migrate.Step {
-		return append(migrations[:1:1], migrate.Step{Version: 2, Name: "test column", Up: func(ctx context.Context, tx migrate.Tx) error {
+		return append(migrations[:last:last], migrate.Step{Version: last + 1, Name: "test column", Up: func(ctx context.Context, tx migrate.Tx) error {
 			ran++
 			if _, err := tx.ExecContext(ctx, "ALTER TABLE lanes ADD COLUMN test_note TEXT"); err != nil {
 				return err
@@ -74,8 +75,8 @@ func TestOpen_lanesDBBeforeMigrations(t *testing.T) {
 	if err := migrateSchema(ctx, db, step2(true)); err == nil {
 		t.Fatal("migrate(failing step 2) = nil, want its error")
 	}
-	if v := userVersion(t, db); v != 1 {
-		t.Errorf("user_version after a failing step 2 = %d, want 1", v)
+	if v := userVersion(t, db); v != last {
+		t.Errorf("user_version after a failing next step = %d, want %d", v, last)
 	}
 	ran = 0
 	for range 2 {
@@ -83,10 +84,10 @@ func TestOpen_lanesDBBeforeMigrations(t *testing.T) {
 			t.Fatalf("migrate(step 2) error = %v", err)
 		}
 	}
-	if v := userVersion(t, db); v != 2 || ran != 1 {
-		t.Errorf("after two migrations with step 2: user_version %d, ran %d; want 2, 1", v, ran)
+	if v := userVersion(t, db); v != last+1 || ran != 1 {
+		t.Errorf("after two migrations with the next step: user_version %d, ran %d; want %d, 1", v, ran, last+1)
 	}
 	if _, err := Open(path, Exports{}); !errors.Is(err, migrate.ErrNewer) {
-		t.Errorf("Open(version 2) by a build of version 1 error = %v, want ErrNewer", err)
+		t.Errorf("Open(a newer version) by this build error = %v, want ErrNewer", err)
 	}
 }

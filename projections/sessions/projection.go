@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/samber/lo"
 	_ "modernc.org/sqlite"
 
 	"hermes/domain"
@@ -28,7 +29,9 @@ import (
 // v2: a stop drops the restart counts of the lanes it did not cut.
 // v3: token sums saturate and absurd costs are quarantined (domain/clamp.go),
 // so a lane row an older build wrapped or made infinite is rebuilt.
-const Name = "sessions.v3"
+// v4: with several nodes, a stop of one node counts the lanes it cut and
+// drops only the counts that node recorded (each count keeps its node).
+const Name = "sessions.v4"
 
 // Exports are the compatibility files written after applied batches; an
 // empty path disables that file.
@@ -88,6 +91,8 @@ func Open(path string, exports Exports) (*Projection, error) {
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
+	// A rewritten row (an erased origin) leaves no old bytes in its page.
+	q.Add("_pragma", "secure_delete(1)")
 	q.Add("_txlock", "immediate")
 	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String())
 	if err != nil {
@@ -125,6 +130,35 @@ func (p *Projection) Close() error {
 	p.exporterOnce.Do(func() { close(p.exporterDone) })
 	<-p.exporterDone
 	return p.db.Close()
+}
+
+// Purge removes erased content from every file of lanes.db and from the
+// exports: pending exports are written (sessions.json and the restart
+// counts are replaced by rename), then the WAL is checkpointed into the
+// file and truncated, so no older page image survives. Rows rewritten by an
+// erasure are already zeroed in their pages (secure_delete).
+func (p *Projection) Purge(ctx context.Context) error {
+	if err := p.Flush(ctx); err != nil {
+		return fmt.Errorf("purge sessions read model: %w", err)
+	}
+	for attempt := 1; ; attempt++ {
+		var busy, frames, done int64
+		err := p.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &done)
+		if err == nil && busy == 0 {
+			return nil
+		}
+		if attempt == 50 {
+			if err == nil {
+				err = errors.New("readers kept an older snapshot")
+			}
+			return fmt.Errorf("purge sessions read model: wal checkpoint: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("purge sessions read model: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // Checkpoint implements projections.Projection: a read model written by
@@ -173,13 +207,16 @@ type batchState struct {
 	// changed it, so a narrow UPDATE replaces the full row write.
 	touchOnly map[string]bool
 	failures  map[string]int
+	// failNodes is the node that recorded each loaded count ("" for a
+	// single node).
+	failNodes map[string]string
 	touched   map[string]bool // failure counters changed
 	// allFailures: failures holds every lane with a count.
 	allFailures bool
-	// stopCounted: the current run's end has been counted
-	// (domain.RunEnds.Counted, kept in meta); nil until read.
-	stopCounted      *bool
-	stopCountedDirty bool
+	// stopCounted: the current run's end of each node has been counted
+	// (domain.RunEnds.Counted, kept in meta); a node is absent until read.
+	stopCounted      map[string]bool
+	stopCountedDirty map[string]bool
 	// clamps are the values the batch's lane events had clamped.
 	clamps []projections.Clamp
 }
@@ -210,7 +247,8 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) error {
 		return fmt.Errorf("apply: %w", err)
 	}
 
-	st := batchState{rows: map[string]*Row{}, dirty: map[string]bool{}, touchOnly: map[string]bool{}, failures: map[string]int{}, touched: map[string]bool{}}
+	st := batchState{rows: map[string]*Row{}, dirty: map[string]bool{}, touchOnly: map[string]bool{}, failures: map[string]int{},
+		failNodes: map[string]string{}, touched: map[string]bool{}, stopCounted: map[string]bool{}, stopCountedDirty: map[string]bool{}}
 	if err := st.preload(ctx, tx, batch, checkpoint); err != nil {
 		return err
 	}
@@ -284,57 +322,69 @@ func (p *Projection) applyLane(ctx context.Context, tx *sql.Tx, st *batchState, 
 	row.Version = env.Version
 	st.dirty[key] = true
 	if e, ok := env.Event.(events.LaneImported); ok {
-		// Hermes' .restart_failure_counts carries over as the lane's count.
-		return st.setFailures(ctx, tx, key, max(e.RestartFailureCount, 0))
+		// Hermes' .restart_failure_counts carries over as the lane's count,
+		// recorded by the node that imported it.
+		return st.setFailures(ctx, tx, key, max(e.RestartFailureCount, 0), env.Metadata.Node)
 	}
 	if domain.ClearsRestartCount(env.Event) {
-		return st.setFailures(ctx, tx, key, 0)
+		return st.setFailures(ctx, tx, key, 0, "")
 	}
 	return nil
 }
 
 // applyGateway derives the stuck-loop counts from the ends of runs the log
-// records (see domain.RunEnds): a stop counts one more interrupted restart
-// for each lane it cut and drops every other lane's count.
+// records (see domain.RunEnds), per node: a stop of node N (an event of its
+// gateway stream) counts one more interrupted restart for each lane it cut
+// and drops the counts N recorded of every other lane; counts other nodes
+// recorded stay. A single node ("gateway") is the node "".
 func (p *Projection) applyGateway(ctx context.Context, tx *sql.Tx, st *batchState, env events.Envelope) error {
-	counted, err := st.isStopCounted(ctx, tx)
+	node := gatewayNode(env.Stream)
+	counted, err := st.isStopCounted(ctx, tx, node)
 	if err != nil {
 		return err
 	}
 	ends := domain.RunEnds{Counted: counted}
 	cut, end := ends.Observe(env.Event)
-	if err := st.setStopCounted(ctx, tx, ends.Counted); err != nil {
+	if err := st.setStopCounted(ctx, tx, node, ends.Counted); err != nil {
 		return err
 	}
 	if !end {
 		return nil
 	}
-	return st.countStop(ctx, tx, cut)
+	return st.countStop(ctx, tx, node, cut)
 }
 
-// countStop counts one interrupted restart for each lane in cut and drops
-// the count of every other lane.
-func (st *batchState) countStop(ctx context.Context, tx *sql.Tx, cut []string) error {
+// gatewayNode is the node of a gateway stream: "" for "gateway", N for
+// "gateway-N".
+func gatewayNode(stream string) string {
+	node, _ := strings.CutPrefix(stream, events.GatewayStream+"-")
+	if stream == events.GatewayStream {
+		return ""
+	}
+	return node
+}
+
+// countStop counts one interrupted restart for each lane in cut, recorded
+// by node, and drops the count of every other lane node recorded.
+func (st *batchState) countStop(ctx context.Context, tx *sql.Tx, node string, cut []string) error {
 	if err := st.loadAllFailures(ctx, tx); err != nil {
 		return err
 	}
-	isCut := make(map[string]bool, len(cut))
-	for _, key := range cut {
-		isCut[key] = true
-	}
+	cut = lo.Uniq(cut)
+	isCut := lo.Keyify(cut)
 	for _, key := range slices.Collect(maps.Keys(st.failures)) {
-		if !isCut[key] {
-			if err := st.setFailures(ctx, tx, key, 0); err != nil {
+		if _, counted := isCut[key]; !counted && st.failNodes[key] == node {
+			if err := st.setFailures(ctx, tx, key, 0, node); err != nil {
 				return err
 			}
 		}
 	}
-	for key := range isCut {
+	for _, key := range cut {
 		n, err := st.failureCount(ctx, tx, key)
 		if err != nil {
 			return err
 		}
-		if err := st.setFailures(ctx, tx, key, n+1); err != nil {
+		if err := st.setFailures(ctx, tx, key, n+1, node); err != nil {
 			return err
 		}
 	}
@@ -346,19 +396,20 @@ func (st *batchState) loadAllFailures(ctx context.Context, tx *sql.Tx) error {
 	if st.allFailures {
 		return nil
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT session_key, count FROM restart_failures`)
+	rows, err := tx.QueryContext(ctx, `SELECT session_key, count, node FROM restart_failures`)
 	if err != nil {
 		return fmt.Errorf("load restart failures: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var key string
+		var key, node string
 		var n int
-		if err := rows.Scan(&key, &n); err != nil {
+		if err := rows.Scan(&key, &n, &node); err != nil {
 			return fmt.Errorf("load restart failures: %w", err)
 		}
 		if _, ok := st.failures[key]; !ok {
 			st.failures[key] = n
+			st.failNodes[key] = node
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -368,26 +419,34 @@ func (st *batchState) loadAllFailures(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-func (st *batchState) isStopCounted(ctx context.Context, tx *sql.Tx) (bool, error) {
-	if st.stopCounted == nil {
-		var v string
-		err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'stop_counted'`).Scan(&v)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return false, fmt.Errorf("load stop_counted: %w", err)
-		}
-		counted := v == "1"
-		st.stopCounted = &counted
+// stopCountedKey is the meta row of a node's stop_counted.
+func stopCountedKey(node string) string {
+	if node == "" {
+		return "stop_counted"
 	}
-	return *st.stopCounted, nil
+	return "stop_counted/" + node
 }
 
-func (st *batchState) setStopCounted(ctx context.Context, tx *sql.Tx, counted bool) error {
-	cur, err := st.isStopCounted(ctx, tx)
+func (st *batchState) isStopCounted(ctx context.Context, tx *sql.Tx, node string) (bool, error) {
+	if counted, ok := st.stopCounted[node]; ok {
+		return counted, nil
+	}
+	var v string
+	err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, stopCountedKey(node)).Scan(&v)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, fmt.Errorf("load stop_counted: %w", err)
+	}
+	st.stopCounted[node] = v == "1"
+	return v == "1", nil
+}
+
+func (st *batchState) setStopCounted(ctx context.Context, tx *sql.Tx, node string, counted bool) error {
+	cur, err := st.isStopCounted(ctx, tx, node)
 	if err != nil || cur == counted {
 		return err
 	}
-	*st.stopCounted = counted
-	st.stopCountedDirty = true
+	st.stopCounted[node] = counted
+	st.stopCountedDirty[node] = true
 	return nil
 }
 
@@ -411,20 +470,13 @@ const preloadChunk = 400
 // preload reads the rows of every lane the batch touches in a few queries
 // instead of one per lane.
 func (st *batchState) preload(ctx context.Context, tx *sql.Tx, batch []events.Envelope, checkpoint uint64) error {
-	var keys []string
-	seen := map[string]bool{}
-	for _, env := range batch {
+	keys := lo.Uniq(lo.FilterMap(batch, func(env events.Envelope, _ int) (string, bool) {
 		if env.Position <= checkpoint {
-			continue
+			return "", false
 		}
-		if key, ok := events.SessionKeyOf(env.Stream); ok && !seen[key] {
-			seen[key] = true
-			keys = append(keys, key)
-		}
-	}
-	for len(keys) > 0 {
-		chunk := keys[:min(len(keys), preloadChunk)]
-		keys = keys[len(chunk):]
+		return events.SessionKeyOf(env.Stream)
+	}))
+	for _, chunk := range lo.Chunk(keys, preloadChunk) {
 		args := make([]any, len(chunk))
 		for i, k := range chunk {
 			args[i] = k
@@ -455,23 +507,31 @@ func (st *batchState) failureCount(ctx context.Context, tx *sql.Tx, key string) 
 		return n, nil
 	}
 	var n int
-	err := tx.QueryRowContext(ctx, `SELECT count FROM restart_failures WHERE session_key = ?`, key).Scan(&n)
+	var node string
+	err := tx.QueryRowContext(ctx, `SELECT count, node FROM restart_failures WHERE session_key = ?`, key).Scan(&n, &node)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("load restart failures of %s: %w", key, err)
 	}
 	st.failures[key] = n
+	st.failNodes[key] = node
 	return n, nil
 }
 
-func (st *batchState) setFailures(ctx context.Context, tx *sql.Tx, key string, n int) error {
+// setFailures sets a lane's count to n, recorded by node (a count of 0
+// belongs to nobody).
+func (st *batchState) setFailures(ctx context.Context, tx *sql.Tx, key string, n int, node string) error {
 	cur, err := st.failureCount(ctx, tx, key)
 	if err != nil {
 		return err
 	}
-	if cur == n {
+	if n == 0 {
+		node = ""
+	}
+	if cur == n && st.failNodes[key] == node {
 		return nil
 	}
 	st.failures[key] = n
+	st.failNodes[key] = node
 	st.touched[key] = true
 	return nil
 }
@@ -504,12 +564,12 @@ func writeRows(ctx context.Context, tx *sql.Tx, st *batchState) error {
 			}
 		}
 	}
-	if st.stopCountedDirty {
+	for node := range st.stopCountedDirty {
 		v := "0"
-		if *st.stopCounted {
+		if st.stopCounted[node] {
 			v = "1"
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES ('stop_counted', ?)`, v); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)`, stopCountedKey(node), v); err != nil {
 			return fmt.Errorf("apply: stop_counted: %w", err)
 		}
 	}
@@ -518,7 +578,7 @@ func writeRows(ctx context.Context, tx *sql.Tx, st *batchState) error {
 		if n := st.failures[key]; n == 0 {
 			_, err = tx.ExecContext(ctx, `DELETE FROM restart_failures WHERE session_key = ?`, key)
 		} else {
-			_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO restart_failures(session_key, count) VALUES (?, ?)`, key, n)
+			_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO restart_failures(session_key, count, node) VALUES (?, ?, ?)`, key, n, st.failNodes[key])
 		}
 		if err != nil {
 			return fmt.Errorf("apply: restart failures of %s: %w", key, err)

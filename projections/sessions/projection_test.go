@@ -167,9 +167,18 @@ func keys(rows []sessions.Row) []string {
 type step struct {
 	lane  string
 	event events.Event
+	// node: a gateway event of that node's stream gateway-<node> (several
+	// nodes on one store); "": the single node's "gateway".
+	node string
 }
 
 func gw(e events.Event) step { return step{event: e} }
+
+// of moves a gateway step to node's gateway stream.
+func of(node string, s step) step {
+	s.node = node
+	return s
+}
 
 func onLane(key string, e events.Event) step { return step{lane: key, event: e} }
 
@@ -256,6 +265,35 @@ func TestProjection_StuckLoopCounts(t *testing.T) {
 			want:  map[string]int{},
 		},
 		{
+			name:  "several nodes: a clean stop of one node leaves the counts another node recorded",
+			given: []step{of("n1", started()), of("n2", started()), of("n1", drained(laneA)), of("n2", drained())},
+			want:  map[string]int{laneA: 1},
+		},
+		{
+			name: "several nodes: each node counts its own consecutive stops",
+			given: []step{of("n1", started()), of("n1", drained(laneA)), of("n2", started()), of("n2", drained(laneB)),
+				of("n1", started()), of("n1", crashed(laneA)), of("n2", started()), of("n2", drained()), of("n1", started()), of("n1", drained(laneA))},
+			want:      map[string]int{laneA: 3},
+			wantStuck: []string{laneA},
+		},
+		{
+			name:  "several nodes: one node's counted drain does not hide another node's crash",
+			given: []step{of("n1", started()), of("n2", started()), of("n1", drained(laneA)), of("n2", crashed(laneB))},
+			want:  map[string]int{laneA: 1, laneB: 1},
+		},
+		{
+			name: "several nodes: a run adopted by another node counts once, whoever records the crash first",
+			given: []step{of("n1", started()), of("n1", gw(events.RunAdopted{By: "n2", OpenLanes: []string{laneA}, At: t0})),
+				of("n1", crashed(laneA)), of("n1", started()), of("n1", crashed(laneA)), of("n1", gw(events.RunAdopted{By: "n2", OpenLanes: []string{laneA}, At: t0}))},
+			want: map[string]int{laneA: 2},
+		},
+		{
+			name: "several nodes: a count belongs to the node that last cut the lane",
+			given: []step{of("n1", started()), of("n2", started()), of("n1", drained(laneA)), of("n2", drained(laneA)),
+				of("n1", started()), of("n1", drained())},
+			want: map[string]int{laneA: 2},
+		},
+		{
 			name:      "a lane listed twice counts once",
 			given:     []step{started(), drained(laneA, laneA), started(), crashed(laneA, laneA)},
 			want:      map[string]int{laneA: 2},
@@ -269,7 +307,7 @@ func TestProjection_StuckLoopCounts(t *testing.T) {
 			countsPath := filepath.Join(w.dir, ".restart_failure_counts")
 			p := w.open(t, "lanes.db", sessions.Exports{RestartFailureCounts: countsPath})
 			for i, s := range tt.given {
-				stream := events.GatewayStream
+				stream := events.GatewayStreamOf(s.node)
 				if s.lane != "" {
 					stream = events.LaneStream(s.lane)
 				}

@@ -13,6 +13,8 @@ import (
 	"hermes/events"
 )
 
+// The timestamps are left out (every message has one, checked by
+// TestConversationTimestamps).
 func conversationJSON(t *testing.T, r *Reader, id string, ancestors bool) []string {
 	t.Helper()
 	conv, err := r.Conversation(context.Background(), id, ancestors)
@@ -21,9 +23,37 @@ func conversationJSON(t *testing.T, r *Reader, id string, ancestors bool) []stri
 	}
 	out := make([]string, len(conv))
 	for i, m := range conv {
+		if m.Timestamp <= 0 {
+			t.Errorf("Conversation(%s)[%d] has no timestamp", id, i)
+		}
+		m.Timestamp = 0
 		out[i] = marshal(t, m)
 	}
 	return out
+}
+
+// TestConversationTimestamps: each message carries its time in Unix
+// seconds, as Hermes' get_messages_as_conversation gives it.
+func TestConversationTimestamps(t *testing.T) {
+	p := openTemp(t)
+	h := newHistory()
+	h.tr("s1", appended("s1", text("user", "q"), at(0)), appended("s1", text("assistant", "a"), at(2)))
+	mustApply(t, p, h.all)
+	conv, err := p.Conversation(context.Background(), "s1", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(conv) != 2 {
+		t.Fatalf("Conversation = %d messages, want 2", len(conv))
+	}
+	for i, m := range conv {
+		if want := float64(at(2*i).UnixNano()) / 1e9; m.Timestamp != want {
+			t.Errorf("message %d timestamp = %v, want %v", i, m.Timestamp, want)
+		}
+	}
+	if got := marshal(t, conv[0]); !strings.Contains(got, `"timestamp":`) {
+		t.Errorf("encoded message %s has no timestamp", got)
+	}
 }
 
 // marshal encodes v as the API does, without HTML escaping.

@@ -63,6 +63,9 @@ var stateEvents = map[string]stateHandler{
 		ended := e.(events.TranscriptEnded)
 		return a.end(ended.SessionID, ended.Reason, ended.At)
 	}},
+	events.TypeLaneErased: {apply: func(a *applier, stream string, e events.Event) error {
+		return a.laneErased(stream, e.(events.LaneErased))
+	}},
 	events.TypeTranscriptReopened: {apply: func(a *applier, _ string, e events.Event) error {
 		return a.exec(a.s.reopenSession, e.(events.TranscriptReopened).SessionID)
 	}},
@@ -519,6 +522,23 @@ func (a *applier) transcriptDeleted(e events.TranscriptDeleted) error {
 	}
 	delete(a.known, e.SessionID)
 	return a.exec(a.s.deleteSession, e.SessionID)
+}
+
+// laneErased drops the person a lane's origin named from the rows that took
+// it, as a rebuild from the erased lane events would have them (the erased
+// origins name no user).
+func (a *applier) laneErased(stream string, e events.LaneErased) error {
+	if key, ok := events.SessionKeyOf(stream); ok {
+		if err := a.exec(a.s.forgetOriginUser, key); err != nil {
+			return err
+		}
+	}
+	for _, id := range e.Sessions {
+		if err := a.exec(a.s.forgetSessionUser, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func nullIfEmpty(s string) any {

@@ -137,8 +137,11 @@ func queryMessages(ctx context.Context, q queryer, query string, args ...any) ([
 // is kept); reasoning_details and the codex items when not stored (and
 // null when stored but not valid JSON).
 type ChatMessage struct {
-	Role                string          `json:"role"`
-	Content             json.RawMessage `json:"content"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+	// Timestamp is the message's time in Unix seconds, as Hermes gives it
+	// (omitted only for a row without one).
+	Timestamp           float64         `json:"timestamp,omitempty"`
 	ToolCallID          string          `json:"tool_call_id,omitempty"`
 	ToolName            string          `json:"tool_name,omitempty"`
 	ToolCalls           json.RawMessage `json:"tool_calls,omitempty"`
@@ -233,7 +236,7 @@ func (m storedMessage) chatMessage() ChatMessage {
 			content = jsonString(strings.TrimSpace(stripMemoryContext(s)))
 		}
 	}
-	out := ChatMessage{Role: m.role, Content: content, ToolCallID: m.toolCallID.String, ToolName: m.toolName.String}
+	out := ChatMessage{Role: m.role, Content: content, Timestamp: m.timestamp, ToolCallID: m.toolCallID.String, ToolName: m.toolName.String}
 	if m.toolCalls.String != "" {
 		out.ToolCalls = parseJSONOr(m.toolCalls.String, json.RawMessage("[]"))
 	}

@@ -24,6 +24,7 @@ var schemaSQL string
 // emptied and rebuilt from position 0).
 var migrations = []migrate.Step{
 	{Version: 1, Name: "Hermes schema 11 with hermes bookkeeping", Up: createSchema},
+	{Version: 2, Name: "sessions.archived (Hermes' set_session_archived)", Up: addArchived},
 }
 
 // createSchema is step 1: Hermes' schema 11, recorded in schema_version as

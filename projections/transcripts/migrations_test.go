@@ -65,13 +65,14 @@ func TestOpen_stateDBBeforeMigrations(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if v := versionOf(t, conn); v != 1 {
-		t.Errorf("user_version = %d, want 1", v)
+	cur := len(migrations)
+	if v := versionOf(t, conn); v != cur {
+		t.Errorf("user_version = %d, want %d", v, cur)
 	}
 
 	ran := 0
 	step2 := func(fail bool) []migrate.Step {
-		return append(migrations[:1:1], migrate.Step{Version: 2, Name: "test index", Up: func(ctx context.Context, tx migrate.Tx) error {
+		return append(migrations[:cur:cur], migrate.Step{Version: cur + 1, Name: "test index", Up: func(ctx context.Context, tx migrate.Tx) error {
 			ran++
 			if _, err := tx.ExecContext(ctx, "CREATE INDEX hermes_test_idx ON messages(role)"); err != nil {
 				return err
@@ -85,8 +86,8 @@ func TestOpen_stateDBBeforeMigrations(t *testing.T) {
 	if err := migrateSchema(ctx, conn, step2(true)); err == nil {
 		t.Fatal("migrate(failing step 2) = nil, want its error")
 	}
-	if v := versionOf(t, conn); v != 1 {
-		t.Errorf("user_version after a failing step 2 = %d, want 1", v)
+	if v := versionOf(t, conn); v != cur {
+		t.Errorf("user_version after a failing next step = %d, want %d", v, cur)
 	}
 	ran = 0
 	for range 2 {
@@ -94,11 +95,11 @@ func TestOpen_stateDBBeforeMigrations(t *testing.T) {
 			t.Fatalf("migrate(step 2) error = %v", err)
 		}
 	}
-	if v := versionOf(t, conn); v != 2 || ran != 1 {
-		t.Errorf("after two migrations with step 2: user_version %d, ran %d; want 2, 1", v, ran)
+	if v := versionOf(t, conn); v != cur+1 || ran != 1 {
+		t.Errorf("after two migrations with the next step: user_version %d, ran %d; want %d, 1", v, ran, cur+1)
 	}
 	if _, err := Open(path); !errors.Is(err, migrate.ErrNewer) {
-		t.Errorf("Open(version 2) by a build of version 1 error = %v, want ErrNewer", err)
+		t.Errorf("Open(a newer version) by this build error = %v, want ErrNewer", err)
 	}
 }
 

@@ -142,6 +142,9 @@ func dsn(path string, readOnly bool) string {
 	} else {
 		q.Add("_pragma", "foreign_keys(1)")
 		q.Add("_pragma", "synchronous(NORMAL)")
+		// Deleted rows are zeroed in their pages, so an erased message
+		// leaves nothing in the file (docs/ERASURE.md).
+		q.Add("_pragma", "secure_delete(1)")
 		q.Add("_pragma", "cache_size(-32768)")
 		q.Add("_pragma", "temp_store(MEMORY)")
 		q.Set("_txlock", "immediate")
@@ -199,6 +202,14 @@ func (p *Projection) init(ctx context.Context) error {
 		"INSERT INTO state_meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
 		metaProjection, p.name); err != nil {
 		return fmt.Errorf("record projection name: %w", err)
+	}
+	// FTS5's secure-delete removes a deleted row's terms from the index
+	// segments at once, instead of leaving them until the next merge
+	// (SQLite 3.44 and later; the setting is stored in the table).
+	for _, fts := range []string{"messages_fts", "messages_fts_trigram"} {
+		if _, err := p.conn.ExecContext(ctx, "INSERT INTO "+fts+"("+fts+", rank) VALUES ('secure-delete', 1)"); err != nil {
+			return fmt.Errorf("enable secure-delete on %s: %w", fts, err)
+		}
 	}
 	return nil
 }

@@ -74,7 +74,8 @@ func TestSchemaV11(t *testing.T) {
 		"started_at", "ended_at", "end_reason", "message_count", "tool_call_count", "input_tokens", "output_tokens",
 		"cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "billing_provider", "billing_base_url",
 		"billing_mode", "estimated_cost_usd", "actual_cost_usd", "cost_status", "cost_source", "pricing_version",
-		"title", "api_call_count", "handoff_state", "handoff_platform", "handoff_error", "rewind_count"}
+		"title", "api_call_count", "handoff_state", "handoff_platform", "handoff_error", "rewind_count",
+		"archived"} // archived: migration step 2, from later Hermes schemas
 	if diff := cmp.Diff(wantSessions, columns("sessions")); diff != "" {
 		t.Errorf("sessions columns (-want +got):\n%s", diff)
 	}

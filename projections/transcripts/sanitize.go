@@ -15,7 +15,8 @@ const MaxFTS5QueryChars = 512
 // MATCH, following Hermes' _sanitize_fts5_query (schema v11, reference §6.7):
 //
 //  1. Balanced "…" phrases are set aside and come back unchanged in step 7.
-//  2. Each of + { } ( ) " ^ outside those phrases becomes a space.
+//  2. Each of + { } ( ) : " ^ outside those phrases becomes a space (":" is
+//     FTS5's column filter: "TODO: fix" would ask for a column named TODO).
 //  3. Runs of * become one *, and a * at the start or after whitespace is
 //     dropped (a prefix query needs a term before its *).
 //  4. After trimming, a leading operator and the whitespace after it are
@@ -135,7 +136,7 @@ func SanitizeFTS5Query(q string) string {
 }
 
 // fts5Special holds the characters Hermes v11 blanks out in step 2.
-const fts5Special = `+{}()"^`
+const fts5Special = `+{}():"^`
 
 // fts5Unsafe holds the characters the [C] hardening also blanks out.
 const fts5Unsafe = `@/#&|~[]<>,;!?$=\'`

@@ -37,6 +37,8 @@ var hermesTable = []struct {
 	{in: `snake_case_name`, want: `"snake_case_name"`},
 	{in: `v1.2.3-beta`, want: `"v1.2.3-beta"`},
 	{in: `foo^bar`, want: `foo bar`},
+	{in: `TODO: fix`, want: `TODO  fix`},
+	{in: `content:secret "a:b"`, want: `content secret "a:b"`},
 	{in: `*deploy`, want: `deploy`},
 	{in: `a*b**`, want: `a*b*`},
 	{in: `NOT`, want: ``},

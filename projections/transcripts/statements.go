@@ -33,6 +33,7 @@ type writeStatements struct {
 	createSession, ensureSession, endSession, reopenSession *sql.Stmt
 	sessionSource, sessionExists                            *sql.Stmt
 	getOrigin, setOrigin                                    *sql.Stmt
+	forgetOriginUser, forgetSessionUser                     *sql.Stmt
 
 	insertMessage, insertMessageEvent, addCounts, setCounts *sql.Stmt
 	deleteMessages, rewindMessages, countRewind             *sql.Stmt
@@ -61,6 +62,9 @@ func prepareWrites(ctx context.Context, conn *sql.Conn) (*writeStatements, error
 		{&s.getOrigin, "SELECT platform, user_id FROM hermes_lane_origins WHERE session_key = ?"},
 		{&s.setOrigin, "INSERT INTO hermes_lane_origins (session_key, platform, user_id) VALUES (?, ?, ?) " +
 			"ON CONFLICT(session_key) DO UPDATE SET platform = excluded.platform, user_id = excluded.user_id"},
+
+		{&s.forgetOriginUser, "UPDATE hermes_lane_origins SET user_id = NULL WHERE session_key = ?"},
+		{&s.forgetSessionUser, "UPDATE sessions SET user_id = NULL WHERE id = ?"},
 
 		{&s.insertMessage, "INSERT INTO messages (" + messageColumnsInsert + ") VALUES (" + placeholders(messageInsertArgs) + ")"},
 		{&s.insertMessageEvent, "INSERT OR REPLACE INTO hermes_message_events (position, session_id, first_id, count) VALUES (?, ?, ?, ?)"},

@@ -2,7 +2,9 @@ package transcripts
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 )
 
 // Vacuum compacts state.db after an automatic prune deleted sessions:
@@ -20,4 +22,48 @@ func (p *Projection) Vacuum(ctx context.Context) error {
 		return fmt.Errorf("vacuum: %w", err)
 	}
 	return nil
+}
+
+// purgeAttempts bounds the checkpoint retries while a reader holds an older
+// snapshot.
+const purgeAttempts = 50
+
+// Purge removes erased rows from every file of state.db: deleted rows are
+// already zeroed in their pages (secure_delete, FTS5 secure-delete); Purge
+// checkpoints the WAL into the file and truncates it, so no older page
+// image survives there either. It waits while a reader holds an older
+// snapshot.
+func (p *Projection) Purge(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return fmt.Errorf("purge transcripts: %w", ErrClosed)
+	}
+	if err := checkpointTruncate(ctx, p.conn); err != nil {
+		return fmt.Errorf("purge transcripts %s: %w", p.path, err)
+	}
+	return nil
+}
+
+// checkpointTruncate runs PRAGMA wal_checkpoint(TRUNCATE) until it reports
+// a complete checkpoint.
+func checkpointTruncate(ctx context.Context, q queryer) error {
+	for attempt := 1; ; attempt++ {
+		var busy, frames, done int64
+		err := q.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &done)
+		if err == nil && busy == 0 {
+			return nil
+		}
+		if attempt == purgeAttempts {
+			if err == nil {
+				err = errors.New("readers kept an older snapshot")
+			}
+			return fmt.Errorf("wal checkpoint: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wal checkpoint: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

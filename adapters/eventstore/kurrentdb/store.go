@@ -21,10 +21,10 @@ var _ events.Store = (*Store)(nil)
 // ErrClosed: the store was closed.
 var ErrClosed = errors.New("event store closed")
 
-// StreamPrefixes name hermes' streams: lanes, transcripts and the gateway
-// streams (gateway, gateway-<node>, gateway-lease-…). Reads of $all and
-// subscriptions keep only these.
-var StreamPrefixes = []string{events.LanePrefix, events.TranscriptPrefix, events.GatewayStream}
+// StreamPrefixes name hermes' streams: lanes, transcripts, the gateway
+// streams (gateway, gateway-<node>) and the lease streams (lease-<name>).
+// Reads of $all and subscriptions keep only these.
+var StreamPrefixes = []string{events.LanePrefix, events.TranscriptPrefix, events.GatewayStream, events.LeasePrefix}
 
 // IsHermesStream reports whether stream is one of hermes' streams.
 func IsHermesStream(stream string) bool {

@@ -89,6 +89,10 @@ func newRequest(ctx context.Context, stream string, expected events.ExpectedVers
 			return nil, invalid("event %q is %d bytes, more than %d", p.ID, n, MaxEventSize)
 		}
 		r.rows[i] = row{id: p.ID, typ: typ, data: string(data), meta: string(meta)}
+		if x, ok := p.Event.(events.Erasure); ok {
+			r.rows[i].erasure = x
+			r.erases = true
+		}
 		r.size += len(data) + len(meta) + len(p.ID) + len(typ)
 	}
 	return r, nil

@@ -102,6 +102,9 @@ func (w *writer) apply(batch []*request) error {
 			rows += len(r.rows)
 		}
 		err := w.atomically(rows, func() error { return w.insert(ok, now) })
+		if err == nil {
+			err = w.erase(ok)
+		}
 		if isCode(err, sqlite3.SQLITE_CONSTRAINT) {
 			clear(w.pending)
 			return w.applyOneByOne(batch, now)
@@ -139,6 +142,9 @@ func (w *writer) applyOne(r *request, now int64) error {
 			return w.resolveConflict(r)
 		}
 		err = w.atomically(len(r.rows), func() error { return w.insert([]*request{r}, now) })
+		if err == nil {
+			err = w.erase([]*request{r})
+		}
 		if err == nil {
 			w.pending[r.stream] = cur + uint64(len(r.rows))
 			return nil

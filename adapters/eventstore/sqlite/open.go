@@ -30,6 +30,7 @@ func openWriter(path string, cfg config, onCommit func(), stop <-chan struct{}) 
 		clock:       cfg.clock,
 		onCommit:    onCommit,
 		reqs:        make(chan *request, maxBatchRequests),
+		ops:         make(chan op),
 		stop:        stop,
 		done:        make(chan struct{}),
 		versions:    make(map[string]uint64),

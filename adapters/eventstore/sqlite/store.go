@@ -18,7 +18,10 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-var _ events.Store = (*Store)(nil)
+var (
+	_ events.Store  = (*Store)(nil)
+	_ events.Eraser = (*Store)(nil)
+)
 
 // Errors of this store, besides the port's.
 var (
@@ -211,6 +214,9 @@ func dsn(path string, readOnly bool, busy time.Duration) string {
 		q.Add("_pragma", "query_only(1)")
 	} else {
 		q.Add("_pragma", "synchronous(FULL)")
+		// Freed space (an erased payload, a freed page) is zeroed, so an
+		// erasure leaves nothing in the file (docs/ERASURE.md).
+		q.Add("_pragma", "secure_delete(1)")
 		q.Add("_pragma", "cache_size(-16384)")
 		q.Add("_pragma", "temp_store(MEMORY)")
 	}

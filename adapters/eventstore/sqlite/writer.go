@@ -29,6 +29,9 @@ const (
 // writer does no JSON work.
 type row struct {
 	id, typ, data, meta string
+	// erasure is set when the event erases earlier events of its stream
+	// (erase.go); the writer applies it in the transaction of the append.
+	erasure events.Erasure
 }
 
 // request is one Append on its way through the writer.
@@ -39,6 +42,8 @@ type request struct {
 	rows     []row
 	size     int
 	reply    chan reply
+	// erases: a row carries an erasure.
+	erases bool
 
 	// Set by the writer while the request is in a transaction.
 	base uint64 // stream version before the request's first event
@@ -62,6 +67,8 @@ type writer struct {
 	migrations []migrate.Step
 
 	reqs chan *request
+	// ops are jobs that need the connection outside any batch (Purge).
+	ops  chan op
 	stop <-chan struct{}
 	done chan struct{}
 	// answered is how many requests the last commit answered.
@@ -136,6 +143,9 @@ func (w *writer) run() {
 			select {
 			case r := <-w.reqs:
 				batch, size = append(batch, r), r.size
+			case o := <-w.ops:
+				o.reply <- o.run(w)
+				continue
 			case <-w.stop:
 				stopping = true
 			}

@@ -1,0 +1,156 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"hermes/events"
+)
+
+// erase applies the erasures of reqs inside the open transaction: every
+// earlier event of the erasure's stream is rewritten to what the erasure
+// makes of it (events.Erasure), with the erasure's id in its metadata. The
+// rows keep their stream, version, position and id. The writer connection
+// runs with secure_delete, so the space the old payload held is zeroed in
+// the pages this transaction writes.
+func (w *writer) erase(reqs []*request) error {
+	for _, r := range reqs {
+		if !r.erases || r.err != nil || r.res.Duplicate {
+			continue
+		}
+		for i, row := range r.rows {
+			if row.erasure == nil {
+				continue
+			}
+			if err := w.eraseBefore(r.stream, r.res.Versions[i], row); err != nil {
+				return fmt.Errorf("erase %s before version %d: %w", r.stream, r.res.Versions[i], err)
+			}
+		}
+	}
+	return nil
+}
+
+type storedRow struct {
+	position int64
+	typ      string
+	data, md string
+}
+
+func (w *writer) eraseBefore(stream string, version uint64, x row) error {
+	ctx := context.Background()
+	rows, err := w.conn.QueryContext(ctx, "SELECT position, type, data, metadata FROM events WHERE stream = ? AND version < ? ORDER BY version", stream, int64(version))
+	if err != nil {
+		return err
+	}
+	var todo []storedRow
+	for rows.Next() {
+		var s storedRow
+		if err := rows.Scan(&s.position, &s.typ, &s.data, &s.md); err != nil {
+			rows.Close()
+			return err
+		}
+		e, err := events.Decode(s.typ, []byte(s.data))
+		if err != nil {
+			// An event this build cannot read may hold content: refuse
+			// rather than leave it behind.
+			rows.Close()
+			return fmt.Errorf("position %d: %w", s.position, err)
+		}
+		erased, changed := x.erasure.Erase(e)
+		if !changed {
+			continue
+		}
+		data, err := events.Encode(erased)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		var md events.Metadata
+		if err := json.Unmarshal([]byte(s.md), &md); err != nil {
+			rows.Close()
+			return fmt.Errorf("position %d: metadata: %w", s.position, err)
+		}
+		md.Redacted = x.id
+		meta, err := json.Marshal(md)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		s.data, s.md = string(data), string(meta)
+		todo = append(todo, s)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	for _, s := range todo {
+		if _, err := w.conn.ExecContext(ctx, "UPDATE events SET data = ?, metadata = ? WHERE position = ?", s.data, s.md, s.position); err != nil {
+			return fmt.Errorf("position %d: %w", s.position, err)
+		}
+	}
+	return nil
+}
+
+// op is a job run on the writer's connection between batches.
+type op struct {
+	run   func(w *writer) error
+	reply chan error
+}
+
+// purgeAttempts bounds the checkpoint retries while readers (of this or
+// another process) still hold an older snapshot of the log.
+const purgeAttempts = 50
+
+// Purge implements events.Eraser: it checkpoints the write-ahead log into
+// the database file and truncates it to zero bytes, so the page images an
+// erasure replaced are neither in the WAL nor in the file (the file's pages
+// were rewritten, freed space zeroed by secure_delete). It waits while a
+// reader holds an older snapshot, and fails if one keeps holding it.
+func (s *Store) Purge(ctx context.Context) error {
+	if s.w == nil {
+		return fmt.Errorf("purge event store: %w", ErrReadOnly)
+	}
+	o := op{reply: make(chan error, 1), run: func(w *writer) error { return w.checkpointTruncate(ctx) }}
+	select {
+	case s.w.ops <- o:
+	case <-s.closing:
+		return fmt.Errorf("purge event store: %w", ErrClosed)
+	case <-ctx.Done():
+		return fmt.Errorf("purge event store: %w", ctx.Err())
+	}
+	if err := <-o.reply; err != nil {
+		return fmt.Errorf("purge event store %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// checkpointTruncate runs PRAGMA wal_checkpoint(TRUNCATE) until it reports
+// a complete checkpoint.
+func (w *writer) checkpointTruncate(ctx context.Context) error {
+	return checkpointTruncateConn(ctx, w.conn)
+}
+
+// checkpointTruncate checkpoints the WAL of the database conn is on and
+// truncates it, retrying while readers hold an older snapshot.
+func checkpointTruncateConn(ctx context.Context, conn queryer) error {
+	for attempt := 1; ; attempt++ {
+		var busy, logFrames, done int64
+		err := conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &done)
+		if err == nil && busy == 0 {
+			return nil
+		}
+		if attempt == purgeAttempts {
+			if err == nil {
+				err = errors.New("readers kept an older snapshot")
+			}
+			return fmt.Errorf("wal checkpoint: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wal checkpoint: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

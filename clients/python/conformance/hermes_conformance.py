@@ -1,0 +1,249 @@
+"""pytest plugin: runs Hermes' own SessionStore / SessionDB tests through
+hermes_client against real `hermes serve` processes (loopback only).
+
+Loaded by run.py with ``-p hermes_conformance``. It imports Hermes' own
+``gateway.session`` and ``hermes_state`` from the checkout, then puts the
+client's classes in place of ``SessionStore``, ``SessionSource``,
+``SessionEntry`` and ``SessionDB`` before any test module imports them. Each
+database path (``SessionDB(db_path)``) or sessions directory gets its own
+hermes home and server, stopped after the test, so tests stay isolated as
+they are with their own SQLite files. The test files are run unmodified.
+
+A test whose source (or the source of the fixtures it names) touches Python
+internals is reported not applicable with the reason, never run: see
+INTERNALS below.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import hermes_client
+from hermes_client import session as client_session
+from hermes_client import state as client_state
+
+# What makes a test not applicable: it reads or patches Python internals of
+# Hermes' classes, opens the SQLite file, or tests Hermes' own schema and
+# migrations. (substring in the test's or its fixtures' source, reason)
+INTERNALS = [
+    ("._entries", "reads or writes SessionStore._entries (the in-memory index)"),
+    ("._save", "calls SessionStore._save (sessions.json writer)"),
+    ("._ensure_loaded", "calls SessionStore._ensure_loaded (sessions.json loader)"),
+    ("._loaded", "sets SessionStore._loaded"),
+    ("._lock", "uses a private lock"),
+    ("._is_session_expired", "calls a private policy method"),
+    ("._should_reset", "calls a private policy method"),
+    ("._generate_session_key", "calls a private method"),
+    ("._conn", "uses the SQLite connection"),
+    ("SessionDB._", "calls a private method of SessionDB"),
+    ("._execute_write", "uses the private write helper"),
+    ("._db", "reads or replaces SessionStore._db"),
+    ("_sanitize_fts5_query", "calls the private FTS5 sanitizer (hermes' is tested in Go)"),
+    ("_init_schema", "tests Hermes' schema creation"),
+    ("_reconcile_columns", "tests Hermes' schema migration"),
+    ("SCHEMA_SQL", "tests Hermes' schema text"),
+    ("SCHEMA_VERSION", "tests Hermes' schema version / migrations"),
+    ("apply_wal_with_fallback", "tests Hermes' SQLite journal setup"),
+    ("sqlite3", "opens or inspects the SQLite file"),
+    ("sessions.json", "reads Hermes' sessions.json file"),
+    ("_fts_", "inspects Hermes' FTS tables"),
+    ("_now", "patches the module clock (gateway.session._now)"),
+    ("time.time", "patches time.time for message timestamps"),
+    ("MagicMock", "replaces internals with mocks"),
+    ("monkeypatch.setattr", "patches module internals"),
+    ("patch(", "patches module internals"),
+    ("patch.object", "patches module internals"),
+    ("_remove_session_files", "checks Hermes' on-disk session files"),
+    ("sessions_dir=", "checks Hermes' on-disk session files"),
+    ("read_only=True", "opens the SQLite file read-only"),
+    ("telegram_topic", "Telegram topic bindings: no hermes endpoint"),
+    ("compression_lock", "compression locks: no hermes endpoint"),
+    ("handoff", "handoffs: no hermes endpoint"),
+    ("update_session_cwd", "cwd column: no hermes endpoint"),
+    ("list_cron_job_runs", "cron job runs: no hermes endpoint"),
+    ("get_messages_around", "get_messages_around: no hermes endpoint"),
+    ("get_anchored_view", "get_anchored_view: no hermes endpoint"),
+    ("restore_rewound", "restore_rewound: no hermes endpoint"),
+    ("prune_empty_ghost_sessions", "ghost-session pruning of Hermes' CLI: no hermes endpoint"),
+    ("finalize_orphaned_compression_sessions", "no hermes endpoint"),
+    ("maybe_auto_prune_and_vacuum", "hermes runs its own auto-prune"),
+    ("HermesCLI", "drives Hermes' CLI class"),
+    ("db_path.exists", "checks the SQLite file"),
+    ("repair_state_db_schema", "tests Hermes' SQLite repair"),
+]
+
+_BIN = os.environ.get("HERMES_BIN", "hermes")
+_servers: dict = {}
+_started_this_test: list = []
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _Server:
+    def __init__(self, home: Path) -> None:
+        home.mkdir(parents=True, exist_ok=True)
+        self.home = home
+        port = _free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = open(home / "serve.log", "wb")
+        env = {k: v for k, v in os.environ.items() if k not in ("HERMES_API_TOKEN", "HERMES_HOME")}
+        self.proc = subprocess.Popen([_BIN, "serve", "--home", str(home), "--addr", f"127.0.0.1:{port}",
+                                      "--clock=manual"], stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(self.url + "/readyz", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except Exception:
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+        raise RuntimeError(f"hermes serve in {home} did not become ready")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def _server_for(anchor) -> _Server:
+    if anchor is None:
+        anchor = Path(os.environ.get("HERMES_HOME") or tempfile.mkdtemp(prefix="hermes-conf-")) / "state.db"
+    home = Path(anchor).parent / ".hermes-conformance-home"
+    key = str(home)
+    if key not in _servers:
+        _servers[key] = _Server(home)
+        _started_this_test.append(key)
+    return _servers[key]
+
+
+class SessionDB(client_state.SessionDB):
+    def __init__(self, db_path=None, read_only=False):
+        srv = _server_for(db_path)
+        super().__init__(db_path, read_only, base_url=srv.url)
+
+
+# SessionDB.sanitize_title is static: it reaches hermes through HERMES_URL,
+# as a gateway configures it; one server for the whole run answers it.
+_static_server = _Server(Path(tempfile.mkdtemp(prefix="hermes-conf-static-")))
+os.environ["HERMES_URL"] = _static_server.url
+
+
+class SessionStore(client_session.SessionStore):
+    def __init__(self, sessions_dir, config, has_active_processes_fn=None):
+        srv = _server_for(Path(sessions_dir) / "x" if sessions_dir else None)
+        super().__init__(sessions_dir, config, has_active_processes_fn, base_url=srv.url)
+
+
+def _install() -> None:
+    import gateway.session as gs  # Hermes' module, from the checkout
+    import hermes_state as hs
+    gs.SessionStore = SessionStore
+    gs.SessionSource = client_session.SessionSource
+    gs.SessionEntry = client_session.SessionEntry
+    hs.SessionDB = SessionDB
+
+
+_install()
+
+
+def _source_of(fn) -> str:
+    try:
+        return textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        return ""
+
+
+def _reason(item) -> str:
+    fn = getattr(item, "function", None)
+    if fn is None:
+        return ""
+    src = _source_of(fn)
+    cls = getattr(item, "cls", None)
+    names = set(getattr(item, "fixturenames", ()))
+    mod = item.module
+    for name in names:
+        f = getattr(mod, name, None) or (getattr(cls, name, None) if cls else None)
+        if f is not None and hasattr(f, "__wrapped__"):
+            f = f.__wrapped__
+        if f is not None and callable(f):
+            src += "\n" + _source_of(f)
+    # Module-level helpers the test or its fixtures call.
+    for name, obj in vars(mod).items():
+        if inspect.isfunction(obj) and not name.startswith("test") and f"{name}(" in src:
+            src += "\n" + _source_of(obj)
+    if cls is not None:
+        for helper in ("setup_method", "setUp"):
+            if hasattr(cls, helper):
+                src += "\n" + _source_of(getattr(cls, helper))
+    for needle, why in INTERNALS:
+        if needle in src:
+            return why
+    return ""
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        why = _reason(item)
+        if why:
+            item.add_marker(pytest.mark.skip(reason="N/A: " + why))
+
+
+_results = []
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        outcome = report.outcome
+        reason = ""
+        if outcome == "skipped":
+            reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            outcome = "n/a" if "N/A: " in reason else "skipped"
+        elif outcome == "failed":
+            reason = (report.longreprtext or "").strip().splitlines()[-1:] and report.longreprtext.strip().splitlines()[-1]
+        _results.append({"nodeid": report.nodeid, "outcome": outcome, "reason": reason[:300]})
+
+
+@pytest.fixture(autouse=True)
+def _hermes_servers():
+    """Stops the servers a test started, after its own fixtures."""
+    yield
+    while _started_this_test:
+        key = _started_this_test.pop()
+        srv = _servers.pop(key, None)
+        if srv:
+            try:
+                srv.stop()
+            except Exception:  # pragma: no cover - best effort
+                pass
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _static_server.stop()
+    out = os.environ.get("HERMES_CONFORMANCE_OUT")
+    if out:
+        Path(out).write_text(json.dumps(_results, indent=1))

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"hermes/adapters/hooks"
+	"hermes/commands"
+	"hermes/domain"
+	"hermes/events"
+)
+
+// releaseTimeout bounds the release of the leader lease at a stop.
+const releaseTimeout = 5 * time.Second
+
+// cluster is what a node among several on one store (a node id) runs in the
+// background, every third of node.lease_seconds (ttl) of its clock:
+//
+//   - its own lease, on its gateway stream (lease.acquired, then
+//     lease.renewed with until = now + ttl): the proof it is alive;
+//   - the leader lease (stream lease-leader): while it holds it, the
+//     singleton duties run (webhook delivery, the expiry watcher,
+//     auto-prune); the lease events carry the webhook checkpoint;
+//   - the adoption rule: the runs of other nodes whose lease expired, with
+//     turns still open, are ended in their place
+//     (commands.Handler.AdoptDeadRuns).
+//
+// See the README, Running on KurrentDB.
+type cluster struct {
+	rt     *runtime
+	router *hooks.Router
+	duties func(context.Context)
+	ttl    time.Duration
+	log    *slog.Logger
+
+	// The singleton duties while this node leads.
+	stopDuties context.CancelFunc
+	dutiesDone chan struct{}
+	// lease is the leader lease as this node last saw it.
+	lease domain.Lease
+}
+
+// margin is how long before its lease's end a holder stops acting as
+// holder: the clock skew between nodes the rule tolerates.
+func (c *cluster) margin() time.Duration { return c.ttl / 3 }
+
+// run runs a round at once and then on each tick until ctx is done, then
+// stops the duties and releases the leader lease.
+func (c *cluster) run(ctx context.Context) {
+	defer c.release()
+	ticks := c.rt.ticks(ctx, c.ttl/3)
+	for {
+		c.round(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticks:
+		}
+	}
+}
+
+func (c *cluster) round(ctx context.Context) {
+	if err := c.rt.handler.RenewNodeLease(ctx, c.ttl); err != nil {
+		if errors.Is(err, commands.ErrRunAdopted) {
+			c.log.Error("another node adopted this node's run (its lease had expired): restarting", "err", err)
+			c.lead(ctx, false)
+			c.rt.requestRestart()
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		c.log.Warn("node lease not renewed; retrying next round", "err", err)
+	}
+	c.claimLeader(ctx)
+	c.adopt(ctx)
+}
+
+// claimLeader keeps or takes the leader lease and starts or stops the
+// duties to match. When the claim fails (the store is unreachable), the
+// duties go on until the margin before the lease's end.
+func (c *cluster) claimLeader(ctx context.Context) {
+	var delivered uint64
+	if c.router != nil {
+		cp, err := c.router.Checkpoint()
+		if err != nil {
+			c.log.Warn("hooks checkpoint", "err", err)
+		}
+		delivered = cp
+	}
+	lease, err := c.rt.handler.ClaimLease(ctx, commands.ClaimLease{Stream: events.LeaderLease, TTL: c.ttl, Delivered: delivered})
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		c.log.Warn("leader lease not claimed; retrying next round", "err", err)
+	} else {
+		c.lease = lease
+	}
+	c.lead(ctx, c.lease.HeldBy(c.rt.handler.Node(), c.rt.now(), c.margin()))
+}
+
+// lead starts the duties when leading and they are not running, and stops
+// them when not leading.
+func (c *cluster) lead(ctx context.Context, leading bool) {
+	running := c.stopDuties != nil
+	switch {
+	case leading && !running:
+		if c.router != nil {
+			// Resume where the previous holders recorded they were.
+			if err := hooks.AdvanceCheckpoint(c.rt.home.hermesDir(), c.lease.Delivered); err != nil {
+				c.log.Error("leader: cannot move the hooks checkpoint; not running the duties", "err", err)
+				return
+			}
+		}
+		dctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		c.stopDuties, c.dutiesDone = cancel, done
+		go func() {
+			defer close(done)
+			c.duties(dctx)
+		}()
+		c.log.Info("leader: running webhooks, the expiry watcher and auto-prune", "until", c.lease.Until, "delivered", c.lease.Delivered)
+	case !leading && running:
+		c.stopDuties()
+		<-c.dutiesDone
+		c.stopDuties, c.dutiesDone = nil, nil
+		c.log.Info("no longer leader: duties stopped", "holder", c.lease.Holder, "until", c.lease.Until)
+	}
+}
+
+// release stops the duties and gives the leader lease up with the final
+// webhook checkpoint, so another node takes over at its next round.
+func (c *cluster) release() {
+	if c.stopDuties == nil {
+		return
+	}
+	c.lead(context.Background(), false)
+	var delivered uint64
+	if c.router != nil {
+		delivered, _ = c.router.Checkpoint()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	if err := c.rt.handler.ReleaseLease(ctx, events.LeaderLease, delivered); err != nil {
+		c.log.Warn("leader lease not released; another node takes it when it expires", "err", err)
+		return
+	}
+	c.log.Info("leader lease released", "delivered", delivered)
+}
+
+// adopt applies the adoption rule to the turns open in this node's read
+// model, then suspends the lanes whose stuck-loop count the adoption made
+// reach the threshold.
+func (c *cluster) adopt(ctx context.Context) {
+	open, err := c.rt.openLanes(ctx)
+	if err != nil {
+		c.log.Warn("adoption: open turns", "err", err)
+		return
+	}
+	if len(open) == 0 {
+		return
+	}
+	turns, err := c.rt.handler.OpenTurns(ctx, open)
+	if err != nil {
+		c.log.Warn("adoption: open turns", "err", err)
+		return
+	}
+	adopted, err := c.rt.handler.AdoptDeadRuns(ctx, commands.AdoptDeadRuns{Turns: turns, TTL: c.ttl})
+	if err != nil && ctx.Err() == nil {
+		c.log.Warn("adoption", "err", err)
+	}
+	if len(adopted) == 0 {
+		return
+	}
+	for _, a := range adopted {
+		c.log.Warn("adopted a dead node's run: its lease expired; its open turns are closed and marked to resume",
+			"dead_node", a.Node, "recorded", a.Recorded, "interrupted", a.Interrupted)
+	}
+	if err := c.rt.suspendStuckLoops(ctx); err != nil && ctx.Err() == nil {
+		c.log.Warn("adoption: stuck loops", "err", err)
+	}
+}

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"hermes/adapters/hooks"
+	"hermes/commands"
+	"hermes/events"
+)
+
+// purge makes erased content unrecoverable from every file hermes writes
+// under the home (docs/ERASURE.md): it waits until both read models have
+// applied the whole log (so they dropped the erased rows, zeroed by
+// secure_delete), checkpoints and truncates the WAL of the log and of both
+// read models, rewrites sessions.json, and drops the erased bodies from the
+// webhooks' poison log, and deletes the damaged read models moved aside
+// (heal.go: they cannot be erased in, so they go). It is idempotent.
+func (rt *runtime) purge(ctx context.Context) error {
+	if err := rt.purgeLive(ctx); err != nil {
+		return err
+	}
+	return dropBrokenCopies(rt.log, rt.home.lanesDB(), rt.home.stateDB())
+}
+
+// purgeLive is purge of the files in use, keeping the moved-aside copies.
+func (rt *runtime) purgeLive(ctx context.Context) error {
+	head, err := rt.raw.Head(ctx)
+	if err != nil {
+		return fmt.Errorf("purge: %w", err)
+	}
+	if err := rt.runner.WaitFor(ctx, head); err != nil {
+		return fmt.Errorf("purge: wait for the read models: %w", err)
+	}
+	return rt.purgeFiles(ctx)
+}
+
+// purgeFiles is purge once the read models have applied the erasures.
+func (rt *runtime) purgeFiles(ctx context.Context) error {
+	// The embedded store rewrites erased events in place and purges its
+	// files; a store without that capability (KurrentDB) is documented in
+	// docs/ERASURE.md: its transcript streams are deleted and scavenged.
+	if eraser, ok := rt.raw.(events.Eraser); ok {
+		if err := eraser.Purge(ctx); err != nil {
+			return fmt.Errorf("purge: %w", err)
+		}
+	}
+	if err := rt.state.Purge(ctx); err != nil {
+		return fmt.Errorf("purge: %w", err)
+	}
+	if err := rt.lanes.Purge(ctx); err != nil {
+		return fmt.Errorf("purge: %w", err)
+	}
+	if _, err := hooks.ScrubPoisonLog(ctx, rt.home.hermesDir(), rt.raw); err != nil {
+		return fmt.Errorf("purge: %w", err)
+	}
+	return nil
+}
+
+// recoverErasures finishes the person erasures a crash interrupted (their
+// intent is on the log, their completion is not), then purges: an erasure
+// acknowledged or not before a crash is complete in every file before
+// hermes serves again.
+func (rt *runtime) recoverErasures(ctx context.Context) error {
+	n, err := rt.handler.ResumeErasures(ctx)
+	if err != nil {
+		return fmt.Errorf("recovery: %w", err)
+	}
+	if n > 0 {
+		rt.log.Warn("finished person erasures interrupted by the previous run", "erasures", n)
+		return rt.purge(ctx)
+	}
+	// No erasure since the last purge: a read model moved aside at this
+	// start holds nothing erased, and is kept (storage.broken_retention).
+	return rt.purgeLive(ctx)
+}
+
+type forgetOptions struct {
+	platform, userID, userIDAlt, reason, requestedBy string
+}
+
+func newForgetCommand(g *globalFlags) *cobra.Command {
+	var o forgetOptions
+	cmd := &cobra.Command{
+		Use:   "forget --platform P --user-id U",
+		Short: "Erase a person: their lanes' transcripts, and their names and ids in origins and queued items",
+		Long: `Forgets a person on a home no server is running on (it takes the gateway
+lock; with a server running, use POST /v1/erasure, which does the same). Every
+transcript of every lane keyed on the person is deleted and erased from the log,
+and the person's names and ids are erased from the origins and queued items of
+those lanes. It prints what was erased once the content is unrecoverable from
+every file under the home (docs/ERASURE.md).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.platform == "" || (o.userID == "" && o.userIDAlt == "") {
+				return usageError(errors.New("--platform and --user-id (or --user-id-alt) are required"))
+			}
+			cfg, h, err := loadConfig(g, nil)
+			if err != nil {
+				return err
+			}
+			return runForget(orBackground(cmd.Context()), daemonSettings{cfg: cfg, home: h, logLevel: "warn"}, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().StringVar(&o.platform, "platform", "", "the person's platform (telegram, discord, …)")
+	cmd.Flags().StringVar(&o.userID, "user-id", "", "the person's user id on the platform")
+	cmd.Flags().StringVar(&o.userIDAlt, "user-id-alt", "", "the person's alternative id (WhatsApp lid, …)")
+	cmd.Flags().StringVar(&o.reason, "reason", "", "why (recorded with the erasure; default person)")
+	cmd.Flags().StringVar(&o.requestedBy, "requested-by", "", "on whose request (recorded with the erasure)")
+	return cmd
+}
+
+func runForget(ctx context.Context, s daemonSettings, o forgetOptions, out, stderr io.Writer) error {
+	log, err := newLogger(stderr, s.logLevel)
+	if err != nil {
+		return err
+	}
+	if err := s.home.requireStore(); err != nil {
+		return err
+	}
+	lock, err := acquireGatewayLock(s.home)
+	if err != nil {
+		return &exitError{code: exitFailure, err: fmt.Errorf("cannot forget offline on %s (is hermes serve running? then use POST /v1/erasure): %w", s.home.dir, err)}
+	}
+	defer lock.release()
+	rt := &runtime{daemonSettings: s, log: log, now: time.Now}
+	if err := rt.open(ctx, io.Discard); err != nil {
+		return err
+	}
+	defer rt.close()
+	rt.store = rt.raw
+	rt.handler = commands.NewHandler(rt.store, writeSideConfig(s.cfg), commands.WithClock(rt.now), commands.WithDirectory(rt.lanes))
+	if _, err := rt.handler.ResumeErasures(ctx); err != nil {
+		return err
+	}
+	rep, err := rt.handler.Forget(ctx, commands.Forget{Platform: o.platform, UserID: o.userID, UserIDAlt: o.userIDAlt,
+		Reason: o.reason, RequestedBy: o.requestedBy})
+	if err != nil {
+		return err
+	}
+	if err := rt.runner.CatchUp(ctx, nil); err != nil {
+		return err
+	}
+	if err := rt.purgeFiles(ctx); err != nil {
+		return err
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(map[string]any{"erasure_id": rep.ErasureID, "erased": rep})
+}
