@@ -178,7 +178,11 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 // open opens the store and the read models and catches them up.
 func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
 	var err error
-	rt.raw, err = openStoreForServe(ctx, storeSpec{url: rt.cfg.Store.URL}, rt.home, rt.now, rt.log)
+	reserve := newSpaceReserve(rt.home, rt.log)
+	err = reserve.retry(func() (err error) {
+		rt.raw, err = openStoreForServe(ctx, storeSpec{url: rt.cfg.Store.URL}, rt.home, rt.now, rt.log)
+		return err
+	})
 	if sqlite.IsDamaged(err) {
 		return damagedLogError(rt.home, err)
 	}
@@ -198,20 +202,29 @@ func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
 	now := time.Now()
 	sweepBroken(rt.log, now, rt.cfg.Storage.BrokenRetention, rt.home.lanesDB(), rt.home.stateDB())
 	lanesPath, statePath := rt.home.lanesDB(), rt.home.stateDB()
-	if rt.lanes, err = healable(rt.log, now, lanesPath, "lanes.db",
-		func() (*sessions.Projection, error) { return sessions.Open(lanesPath, exports) },
-		func(error) bool { return true }); err != nil {
+	if err := reserve.retry(func() (err error) {
+		rt.lanes, err = healable(rt.log, now, lanesPath, "lanes.db",
+			func() (*sessions.Projection, error) { return sessions.Open(lanesPath, exports) },
+			func(error) bool { return true })
+		return err
+	}); err != nil {
 		return err
 	}
-	if rt.state, err = healable(rt.log, now, statePath, "state.db",
-		func() (*transcripts.Projection, error) { return transcripts.Open(statePath) },
-		stateDBIsOurs(statePath)); err != nil {
+	if err := reserve.retry(func() (err error) {
+		rt.state, err = healable(rt.log, now, statePath, "state.db",
+			func() (*transcripts.Projection, error) { return transcripts.Open(statePath) },
+			stateDBIsOurs(statePath))
+		return err
+	}); err != nil {
 		return err
 	}
 	rt.clamps = newClampLogger(rt.log)
 	rt.lanes.ReportClampsTo(rt.clamps)
 	rt.state.ReportClampsTo(rt.clamps)
-	if rt.reader, err = transcripts.OpenReader(rt.home.stateDB()); err != nil {
+	if err := reserve.retry(func() (err error) {
+		rt.reader, err = transcripts.OpenReader(rt.home.stateDB())
+		return err
+	}); err != nil {
 		return err
 	}
 	rt.runner = projections.NewRunner(rt.raw, rt.lanes, rt.state)

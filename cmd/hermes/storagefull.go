@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"os"
 	"sync"
 	"time"
 
 	"hermes/events"
 	"hermes/projections"
+	"hermes/projections/storage"
 )
 
 // errStorageNotReady: a read model cannot write at start, so recovery waits.
@@ -120,4 +123,62 @@ func (rt *runtime) recoverLater(ctx context.Context, bg *background) error {
 		}
 		rt.log.Warn("recovery still cannot write: storage full", "err", err, "retry_in", wait)
 	}
+}
+
+// reserveBytes is the size of the space reserve: enough for the shared
+// memory files (32 KiB each) and first pages SQLite needs to open the log
+// and the read models on a full disk.
+const reserveBytes = 1 << 20
+
+// spaceReserve is <home>/hermes/space.reserve, a file of zeros kept while
+// there is room and deleted when a start meets a full disk: SQLite cannot
+// open a WAL database without room for its -shm, and a start that cannot
+// open its files cannot serve reads.
+type spaceReserve struct {
+	path string
+	log  *slog.Logger
+}
+
+// newSpaceReserve makes sure the reserve exists when there is room for it.
+func newSpaceReserve(h homeLayout, log *slog.Logger) spaceReserve {
+	r := spaceReserve{path: h.spaceReserve(), log: log}
+	if st, err := os.Stat(r.path); err == nil && st.Size() == reserveBytes {
+		return r
+	}
+	if err := writeReserve(r.path); err != nil {
+		os.Remove(r.path)
+		log.Warn("no room for the space reserve", "file", r.path, "err", err)
+	}
+	return r
+}
+
+func writeReserve(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(make([]byte, reserveBytes)); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// retry runs open; when it fails for want of space and the reserve is
+// there, it deletes the reserve and runs open once more.
+func (r spaceReserve) retry(open func() error) error {
+	err := open()
+	if err == nil || !storage.IsFull(err) {
+		return err
+	}
+	if rmErr := os.Remove(r.path); rmErr != nil {
+		return err
+	}
+	r.log.Warn("storage full at start: deleted the space reserve to open the files; writes stay refused until space is freed",
+		"file", r.path, "err", err)
+	return open()
 }
