@@ -25,6 +25,9 @@ const (
 	CodePayloadTooLarge = "payload_too_large"
 	CodeUnavailable     = "unavailable"
 	CodeInternal        = "internal"
+	// CodeInsufficientStorage (507): the disk is full or refuses writes;
+	// nothing was appended, retry once space returns.
+	CodeInsufficientStorage = "insufficient_storage"
 )
 
 // Error codes of the browser rules (browser.go).
@@ -82,6 +85,8 @@ func statusOf(err error) (int, string) {
 		errors.Is(err, domain.ErrSuspended), errors.Is(err, events.ErrWrongExpectedVersion),
 		errors.Is(err, commands.ErrTitleInUse):
 		return http.StatusConflict, CodeConflict
+	case errors.Is(err, events.ErrStorageFull):
+		return http.StatusInsufficientStorage, CodeInsufficientStorage
 	case errors.Is(err, errDraining), errors.Is(err, errUnavailable),
 		errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, CodeUnavailable
@@ -95,6 +100,9 @@ func statusOf(err error) (int, string) {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code := statusOf(err)
 	msg := err.Error()
+	if status == http.StatusInsufficientStorage {
+		w.Header().Set("Retry-After", "30")
+	}
 	if status == http.StatusInternalServerError {
 		// The error may quote the request: the log line holds a bounded
 		// part of it, not the whole input.

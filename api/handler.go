@@ -30,7 +30,7 @@ func (s *Server) serve(h handlerFunc) http.HandlerFunc {
 // the transcript commands, which check the read model, use it too.
 func (s *Server) current(h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		if err := s.fresh(r.Context()); err != nil {
+		if err := s.freshRead(r.Context()); err != nil {
 			return err
 		}
 		return h(w, r)
@@ -63,13 +63,25 @@ func (rt routes) get(pattern string, h handlerFunc) {
 	rt.r.Get(pattern, rt.s.serve(rt.s.current(h)))
 }
 
-func (rt routes) post(pattern string, h handlerFunc) { rt.r.Post(pattern, rt.s.serve(h)) }
+// post, put, patch and delete register commands: each is refused with
+// insufficient_storage while a read model cannot write (writable).
+func (rt routes) post(pattern string, h handlerFunc) {
+	rt.r.Post(pattern, rt.s.serve(rt.s.writable(h)))
+}
 
-func (rt routes) put(pattern string, h handlerFunc) { rt.r.Put(pattern, rt.s.serve(h)) }
+func (rt routes) put(pattern string, h handlerFunc) { rt.r.Put(pattern, rt.s.serve(rt.s.writable(h))) }
 
-func (rt routes) patch(pattern string, h handlerFunc) { rt.r.Patch(pattern, rt.s.serve(h)) }
+func (rt routes) patch(pattern string, h handlerFunc) {
+	rt.r.Patch(pattern, rt.s.serve(rt.s.writable(h)))
+}
 
-func (rt routes) delete(pattern string, h handlerFunc) { rt.r.Delete(pattern, rt.s.serve(h)) }
+func (rt routes) delete(pattern string, h handlerFunc) {
+	rt.r.Delete(pattern, rt.s.serve(rt.s.writable(h)))
+}
+
+// control registers a POST that writes no event (the test clock, a restart
+// request): it stays open while storage is full.
+func (rt routes) control(pattern string, h handlerFunc) { rt.r.Post(pattern, rt.s.serve(h)) }
 
 // sessionKey is the lane key of a {key} path, percent-decoded once and
 // bounded.

@@ -40,6 +40,7 @@ type harness struct {
 	raw    *sqlite.Store
 	store  events.Store // raw, instrumented by the metrics
 	lanes  *sessions.Projection
+	state  *transcripts.Projection
 	runner *projections.Runner
 	server *api.Server
 	http   *httptest.Server
@@ -54,8 +55,9 @@ type harnessOptions struct {
 	// bodyReadTimeout is api.Deps.BodyReadTimeout.
 	bodyReadTimeout time.Duration
 	log             *slog.Logger
-	follow          followLimits // withFollowLimits, follow_test.go
-	maxConns        int          // withMaxConnections, follow_test.go
+	follow          followLimits         // withFollowLimits, follow_test.go
+	maxConns        int                  // withMaxConnections, follow_test.go
+	backoff         *projections.Backoff // withBackoff, storagefull_test.go
 }
 
 type option func(*harnessOptions)
@@ -97,7 +99,14 @@ func newHarness(t testing.TB, opts ...option) *harness {
 		t.Fatalf("transcripts.Open() = %v, want nil", err)
 	}
 	t.Cleanup(func() { state.Close() })
+	h.state = state
 	h.runner = projections.NewRunner(h.raw, h.lanes, state)
+	if o.backoff != nil {
+		h.runner.SetBackoff(*o.backoff)
+	}
+	if o.log != nil {
+		h.runner.SetLogger(o.log)
+	}
 	if err := h.runner.CatchUp(ctx, nil); err != nil {
 		t.Fatalf("runner.CatchUp() = %v, want nil", err)
 	}

@@ -141,12 +141,16 @@ func (m *Metrics) InstrumentStore(store events.Store) events.Store {
 type instrumentedStore struct {
 	events.Store
 	m *Metrics
+	// full is the last append refused for want of space, until an append
+	// goes through (storage.go).
+	full storageState
 }
 
 func (s *instrumentedStore) Append(ctx context.Context, stream string, expected events.ExpectedVersion, proposed []events.Proposed) (events.AppendResult, error) {
 	start := time.Now()
 	res, err := s.Store.Append(ctx, stream, expected, proposed)
 	s.m.appendLatency.Observe(time.Since(start).Seconds())
+	s.full.observe(err)
 	switch {
 	case err != nil:
 		s.m.appends.WithLabelValues("error").Inc()

@@ -8,8 +8,13 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz is ready once recovery ran and the projections caught up.
+// readyz is ready once recovery ran and the projections caught up, and
+// while storage takes writes (storage_full with the reason otherwise).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := s.StorageError(); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "storage_full", "reason": err.Error()})
+		return
+	}
 	if !s.ready.Load() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting"})
 		return

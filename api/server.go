@@ -108,7 +108,14 @@ func New(deps Deps) *Server {
 	if deps.FollowerWriteTimeout <= 0 {
 		deps.FollowerWriteTimeout = DefaultFollowerWriteTimeout
 	}
-	return &Server{Deps: deps, log: deps.Log, streamsDone: make(chan struct{})}
+	s := &Server{Deps: deps, log: deps.Log, streamsDone: make(chan struct{})}
+	if is, ok := deps.Store.(*instrumentedStore); ok {
+		is.full.setLogger(s.log)
+	}
+	if deps.Metrics != nil {
+		deps.Metrics.observeStorage(s)
+	}
+	return s
 }
 
 // CloseStreams ends every event stream, open or opened later, so that a
@@ -172,9 +179,9 @@ func (s *Server) Handler() http.Handler {
 		s.contextRoutes(rt)
 		s.uiRoutes(rt) // the lane search and timeline the web UI reads (ui.go)
 		if s.Clock != nil {
-			rt.post("/clock", s.setClock)
+			rt.control("/clock", s.setClock)
 		}
-		rt.post("/admin/restart", s.restart)
+		rt.control("/admin/restart", s.restart)
 	})
 	r.NotFound(s.serve(func(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("%w: no route %s %s", errNotFound, r.Method, r.URL.Path)
@@ -254,11 +261,30 @@ func (s *Server) wrote(pos uint64) {
 	}
 }
 
-// fresh waits until the projections reflect every write this server made.
+// fresh waits until the projections reflect every write this server made,
+// for a command that decides or answers from the read models. While a read
+// model cannot write for want of space it does not wait: it answers
+// insufficient storage unless the read models already have every write.
 func (s *Server) fresh(ctx context.Context) error {
+	if err := s.freshRead(ctx); err != nil {
+		return err
+	}
+	pos := s.written.Load()
+	if s.Runner.Applied() < pos {
+		if err := s.Runner.StorageError(); err != nil {
+			return fmt.Errorf("%w: the log has position %d but a read model cannot record it (%v); retry once space is freed", events.ErrStorageFull, pos, err)
+		}
+	}
+	return nil
+}
+
+// freshRead waits, for a query, until the projections reflect every write
+// this server made; while a read model cannot write for want of space it
+// does not wait and the query is answered from the read models as they are.
+func (s *Server) freshRead(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := s.Runner.WaitFor(ctx, s.written.Load()); err != nil {
+	if err := s.Runner.WaitFresh(ctx, s.written.Load()); err != nil {
 		return fmt.Errorf("%w: read model: %v", errUnavailable, err)
 	}
 	return nil

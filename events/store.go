@@ -16,6 +16,11 @@ var (
 	// ErrInvalidAppend: the append itself is malformed (no events, an empty
 	// id, an id repeated within the append, an empty stream name).
 	ErrInvalidAppend = errors.New("invalid append")
+	// ErrStorageFull: the write could not be made durable because the disk
+	// is full or refuses writes (SQLite's FULL or IOERR, the OS's ENOSPC or
+	// EDQUOT). Nothing was appended; the same write succeeds once space
+	// returns. Read models answer it too when they cannot record a batch.
+	ErrStorageFull = errors.New("insufficient storage")
 )
 
 // ExpectedVersion is the optimistic-concurrency condition of an append.

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"sync"
+	"time"
 
 	"hermes/events"
 )
@@ -18,10 +21,19 @@ type Runner struct {
 	store       events.Store
 	projections []Projection
 
+	backoff Backoff
+	log     *slog.Logger
+
 	mu      sync.Mutex
 	applied map[string]uint64
 	changed chan struct{}
 	err     error
+	// storageErr is the last failure of a projection to write its batch
+	// for want of space (events.ErrStorageFull) while it retries; nil when
+	// every projection writes.
+	storageErr   error
+	storageSince time.Time
+	retries      uint64
 }
 
 // NewRunner returns a runner for ps over store.
@@ -29,8 +41,116 @@ func NewRunner(store events.Store, ps ...Projection) *Runner {
 	return &Runner{
 		store:       store,
 		projections: ps,
+		backoff:     DefaultBackoff,
+		log:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 		applied:     make(map[string]uint64, len(ps)),
 		changed:     make(chan struct{}),
+	}
+}
+
+// Backoff is how the runner waits between the attempts to apply a batch
+// that failed for want of space: Min, doubling up to Max. After makes the
+// timer (time.After by default; tests inject their own clock).
+type Backoff struct {
+	Min, Max time.Duration
+	After    func(time.Duration) <-chan time.Time
+}
+
+// DefaultBackoff retries after 250ms, then 500ms, … up to 30s.
+var DefaultBackoff = Backoff{Min: 250 * time.Millisecond, Max: 30 * time.Second, After: time.After}
+
+// SetBackoff replaces the retry backoff; call it before Run.
+func (r *Runner) SetBackoff(b Backoff) {
+	if b.Min <= 0 {
+		b.Min = DefaultBackoff.Min
+	}
+	if b.Max < b.Min {
+		b.Max = b.Min
+	}
+	if b.After == nil {
+		b.After = time.After
+	}
+	r.backoff = b
+}
+
+// SetLogger makes the runner log when a projection cannot write for want
+// of space, and when it writes again; call it before Run.
+func (r *Runner) SetLogger(l *slog.Logger) { r.log = l }
+
+// StorageError is the error of the projection that cannot write its batch
+// for want of space (it wraps events.ErrStorageFull) and retries with
+// backoff, or nil. Reads are then served from the read models as they are.
+func (r *Runner) StorageError() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.storageErr
+}
+
+// Retries counts the attempts to apply a batch that were retried after a
+// storage failure.
+func (r *Runner) Retries() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.retries
+}
+
+// storageFailed records a projection's storage failure and logs the first
+// of a series.
+func (r *Runner) storageFailed(name string, err error, wait time.Duration) {
+	r.mu.Lock()
+	first := r.storageErr == nil
+	r.storageErr = fmt.Errorf("%s: %w", name, err)
+	if first {
+		r.storageSince = time.Now()
+	}
+	r.retries++
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+	if first {
+		r.log.Error("read model cannot write: storage full; retrying with backoff, serving reads as they are and refusing writes",
+			"projection", name, "err", err, "retry_in", wait)
+		return
+	}
+	r.log.Debug("read model still cannot write; retrying", "projection", name, "err", err, "retry_in", wait)
+}
+
+// storageRecovered clears the storage failure once a batch went through.
+func (r *Runner) storageRecovered(name string) {
+	r.mu.Lock()
+	was, since := r.storageErr, r.storageSince
+	r.storageErr = nil
+	if was != nil {
+		close(r.changed)
+		r.changed = make(chan struct{})
+	}
+	r.mu.Unlock()
+	if was != nil {
+		r.log.Info("read model writes again: storage no longer full", "projection", name, "after", time.Since(since).Round(time.Millisecond))
+	}
+}
+
+// applyRetrying applies batch to p, retrying with backoff while it fails for
+// want of space (the batch's transaction rolled back, so a retry is safe).
+// Any other error, or ctx ending, is returned.
+func (r *Runner) applyRetrying(ctx context.Context, p Projection, batch []events.Envelope) error {
+	wait := r.backoff.Min
+	for {
+		err := p.Apply(ctx, batch)
+		if err == nil {
+			r.storageRecovered(p.Name())
+			return nil
+		}
+		if ctx.Err() != nil || !errors.Is(err, events.ErrStorageFull) {
+			return err
+		}
+		r.storageFailed(p.Name(), err, wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.backoff.After(wait):
+		}
+		wait = min(wait*2, r.backoff.Max)
 	}
 }
 
@@ -82,6 +202,11 @@ func (r *Runner) catchUp(ctx context.Context, p Projection, head uint64, report 
 			break
 		}
 		if err := p.Apply(ctx, batch); err != nil {
+			if errors.Is(err, events.ErrStorageFull) {
+				// Run retries from the checkpoint; until then the
+				// server says why it is not ready.
+				r.storageFailed(p.Name(), err, r.backoff.Min)
+			}
 			return fmt.Errorf("catch up %s: %w", p.Name(), err)
 		}
 		pos = batch[len(batch)-1].Position
@@ -157,7 +282,7 @@ func (r *Runner) follow(ctx context.Context) error {
 		}
 		last := batch[len(batch)-1].Position
 		for i, p := range r.projections {
-			if err := p.Apply(ctx, batch); err != nil {
+			if err := r.applyRetrying(ctx, p, batch); err != nil {
 				if ctx.Err() != nil {
 					// Cancelled mid-batch: the transaction rolled back and
 					// the checkpoint did not move, so nothing is lost.
@@ -226,6 +351,28 @@ func (r *Runner) WaitFor(ctx context.Context, pos uint64) error {
 		done, err, changed := r.minApplied() >= pos, r.err, r.changed
 		r.mu.Unlock()
 		if done {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("projections stopped: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for position %d: %w", pos, ctx.Err())
+		case <-changed:
+		}
+	}
+}
+
+// WaitFresh is WaitFor for reads: it returns at once, without error, while
+// a projection cannot write for want of space (StorageError), so reads are
+// served from the read models as they are rather than waiting for space.
+func (r *Runner) WaitFresh(ctx context.Context, pos uint64) error {
+	for {
+		r.mu.Lock()
+		done, err, degraded, changed := r.minApplied() >= pos, r.err, r.storageErr != nil, r.changed
+		r.mu.Unlock()
+		if done || degraded {
 			return nil
 		}
 		if err != nil {

@@ -38,6 +38,8 @@ type Config struct {
 	Recovery Recovery
 	Hooks    Hooks
 	Gateway  Gateway
+	Storage  Storage
+	Backup   Backup
 	// MultiplexProfiles is multiplex_profiles.
 	MultiplexProfiles bool
 	// Profile is profile: the active profile name.
@@ -200,6 +202,28 @@ type Expiry struct {
 	Interval time.Duration // expiry.interval_seconds
 }
 
+// Backup is the backup block: periodic snapshots of the event log taken by
+// hermes serve.
+type Backup struct {
+	// Interval is backup.interval_seconds: time between two snapshots (0:
+	// none; hermes backup from cron does the same).
+	Interval time.Duration
+	// Dir is backup.dir: where the snapshots go, outside the home (erasure
+	// does not reach into backups); required with Interval.
+	Dir string
+	// Keep is backup.keep: how many snapshots are kept; older ones are
+	// deleted after each new one.
+	Keep int
+}
+
+// Storage is the storage block: the files of the home.
+type Storage struct {
+	// BrokenRetention is storage.broken_retention_seconds: how long a
+	// damaged read model moved aside at start (<name>.broken-<time>) is
+	// kept before it is deleted; it may hold content erased since.
+	BrokenRetention time.Duration
+}
+
 // Recovery is the recovery block: restart recovery.
 type Recovery struct {
 	// Recent is recovery.recent_seconds: sessions updated this recently
@@ -252,6 +276,8 @@ func Default() Config {
 		Hooks:    Hooks{StartAtHead: true, MaxInFlight: 8},
 		Node:     Node{Lease: 60 * time.Second},
 		Gateway:  Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
+		Storage:  Storage{BrokenRetention: 7 * 24 * time.Hour},
+		Backup:   Backup{Keep: 7},
 	}
 }
 

@@ -85,6 +85,8 @@ func TestLoadDefaultsWithoutFile(t *testing.T) {
 		Recovery:               config.Recovery{Recent: 120 * time.Second, StuckLoopThreshold: 3},
 		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
 		Gateway:                config.Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
+		Storage:                config.Storage{BrokenRetention: 7 * 24 * time.Hour},
+		Backup:                 config.Backup{Keep: 7},
 		Node:                   config.Node{Lease: time.Minute},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -157,6 +159,12 @@ gateway:
   queue:
     max_items: 5
     ttl_seconds: 3600
+storage:
+  broken_retention_seconds: 3600
+backup:
+  interval_seconds: 21600
+  dir: /var/backups/hermes
+  keep: 3
 multiplex_profiles: true
 profile: coder
 node:
@@ -183,6 +191,8 @@ node:
 		Recovery:               config.Recovery{Recent: 0, StuckLoopThreshold: 5},
 		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
 		Gateway:                config.Gateway{BusyInputMode: "queue", QueueMaxItems: 5, QueueTTL: time.Hour},
+		Storage:                config.Storage{BrokenRetention: time.Hour},
+		Backup:                 config.Backup{Interval: 6 * time.Hour, Dir: "/var/backups/hermes", Keep: 3},
 		PlatformSettings:       map[string]config.Platform{"telegram": {}},
 		MultiplexProfiles:      true,
 		Profile:                "coder",

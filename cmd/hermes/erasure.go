@@ -20,8 +20,17 @@ import (
 // applied the whole log (so they dropped the erased rows, zeroed by
 // secure_delete), checkpoints and truncates the WAL of the log and of both
 // read models, rewrites sessions.json, and drops the erased bodies from the
-// webhooks' poison log. It is idempotent; recovery runs it at every start.
+// webhooks' poison log, and deletes the damaged read models moved aside
+// (heal.go: they cannot be erased in, so they go). It is idempotent.
 func (rt *runtime) purge(ctx context.Context) error {
+	if err := rt.purgeLive(ctx); err != nil {
+		return err
+	}
+	return dropBrokenCopies(rt.log, rt.home.lanesDB(), rt.home.stateDB())
+}
+
+// purgeLive is purge of the files in use, keeping the moved-aside copies.
+func (rt *runtime) purgeLive(ctx context.Context) error {
 	head, err := rt.raw.Head(ctx)
 	if err != nil {
 		return fmt.Errorf("purge: %w", err)
@@ -65,8 +74,11 @@ func (rt *runtime) recoverErasures(ctx context.Context) error {
 	}
 	if n > 0 {
 		rt.log.Warn("finished person erasures interrupted by the previous run", "erasures", n)
+		return rt.purge(ctx)
 	}
-	return rt.purge(ctx)
+	// No erasure since the last purge: a read model moved aside at this
+	// start holds nothing erased, and is kept (storage.broken_retention).
+	return rt.purgeLive(ctx)
 }
 
 type forgetOptions struct {

@@ -18,6 +18,7 @@ func (h homeLayout) sessionsJSON() string  { return filepath.Join(h.dir, "sessio
 func (h homeLayout) restartCounts() string { return filepath.Join(h.dir, ".restart_failure_counts") }
 func (h homeLayout) cleanShutdown() string { return filepath.Join(h.dir, ".clean_shutdown") }
 func (h homeLayout) gatewayLock() string   { return filepath.Join(h.dir, "gateway.lock") }
+func (h homeLayout) spaceReserve() string  { return filepath.Join(h.dir, "hermes", "space.reserve") }
 func (h homeLayout) whatsappDir() string   { return filepath.Join(h.dir, "whatsapp", "session") }
 
 // ensure creates the home and hermes' own directory, private to the user.

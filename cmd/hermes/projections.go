@@ -106,6 +106,12 @@ func runRebuild(ctx context.Context, g *globalFlags, stderr io.Writer) error {
 		return fmt.Errorf("rebuild needs hermes serve stopped: %w", err)
 	}
 	defer lock.release()
+	return rebuildReadModels(ctx, h, spec, stderr)
+}
+
+// rebuildReadModels rebuilds h's read models from its log into a scratch
+// directory and swaps them into place; the caller holds the gateway lock.
+func rebuildReadModels(ctx context.Context, h homeLayout, spec storeSpec, stderr io.Writer) error {
 	store, err := openStoreReadOnly(ctx, spec, h)
 	if err != nil {
 		return err

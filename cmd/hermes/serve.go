@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"hermes/adapters/eventstore/sqlite"
 	"hermes/adapters/whatsapp"
 	"hermes/api"
 	"hermes/commands"
@@ -177,7 +178,14 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 // open opens the store and the read models and catches them up.
 func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
 	var err error
-	rt.raw, err = openStoreForServe(ctx, storeSpec{url: rt.cfg.Store.URL}, rt.home, rt.now, rt.log)
+	reserve := newSpaceReserve(rt.home, rt.log)
+	err = reserve.retry(func() (err error) {
+		rt.raw, err = openStoreForServe(ctx, storeSpec{url: rt.cfg.Store.URL}, rt.home, rt.now, rt.log)
+		return err
+	})
+	if sqlite.IsDamaged(err) {
+		return damagedLogError(rt.home, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -189,22 +197,48 @@ func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
 	if rt.cfg.Sessions.WriteSessionsJSON {
 		exports.SessionsJSON = rt.home.sessionsJSON()
 	}
-	if rt.lanes, err = sessions.Open(rt.home.lanesDB(), exports); err != nil {
+	// The read models are disposable: a damaged one is moved aside and
+	// rebuilt by the catch-up below (heal.go).
+	now := time.Now()
+	sweepBroken(rt.log, now, rt.cfg.Storage.BrokenRetention, rt.home.lanesDB(), rt.home.stateDB())
+	lanesPath, statePath := rt.home.lanesDB(), rt.home.stateDB()
+	if err := reserve.retry(func() (err error) {
+		rt.lanes, err = healable(rt.log, now, lanesPath, "lanes.db",
+			func() (*sessions.Projection, error) { return sessions.Open(lanesPath, exports) },
+			func(error) bool { return true })
+		return err
+	}); err != nil {
 		return err
 	}
-	if rt.state, err = transcripts.Open(rt.home.stateDB()); err != nil {
+	if err := reserve.retry(func() (err error) {
+		rt.state, err = healable(rt.log, now, statePath, "state.db",
+			func() (*transcripts.Projection, error) { return transcripts.Open(statePath) },
+			stateDBIsOurs(statePath))
+		return err
+	}); err != nil {
 		return err
 	}
 	rt.clamps = newClampLogger(rt.log)
 	rt.lanes.ReportClampsTo(rt.clamps)
 	rt.state.ReportClampsTo(rt.clamps)
-	if rt.reader, err = transcripts.OpenReader(rt.home.stateDB()); err != nil {
+	if err := reserve.retry(func() (err error) {
+		rt.reader, err = transcripts.OpenReader(rt.home.stateDB())
+		return err
+	}); err != nil {
 		return err
 	}
 	rt.runner = projections.NewRunner(rt.raw, rt.lanes, rt.state)
+	rt.runner.SetLogger(rt.log)
 	start := time.Now()
 	if err := rt.runner.CatchUp(ctx, progressReporter(stderr, "catching up")); err != nil {
-		return err
+		if !errors.Is(err, events.ErrStorageFull) {
+			return err
+		}
+		// A full disk does not stop the start: reads are served from the
+		// read models as they are, writes are refused, and the runner
+		// catches up by itself once space returns.
+		rt.log.Error("read models cannot catch up: storage full; serving reads, refusing writes until space is freed", "err", err)
+		return nil
 	}
 	head, _ := rt.raw.Head(ctx)
 	rt.log.Info("read models caught up", "events", head, "took", time.Since(start).Round(time.Millisecond))
@@ -250,43 +284,65 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(ln) }()
 
-	if err := rt.recover(ctx); err != nil {
+	var bg background
+	defer bg.stop()
+	late := make(chan error, 1) // a recovery deferred by a full disk that failed otherwise
+	err = errStorageNotReady
+	if rt.runner.StorageError() == nil {
+		err = rt.recover(ctx)
+	}
+	switch {
+	case err == nil:
+		if err := rt.becomeReady(runCtx, &bg); err != nil {
+			srv.Close()
+			stopRunner()
+			<-runnerDone
+			return err
+		}
+	case retryableStorage(err, rt.runner):
+		rt.log.Error("storage full at start: serving reads, refusing writes; recovery and readiness follow once space is freed", "err", err)
+		go func() { late <- rt.recoverLater(runCtx, &bg) }()
+	default:
 		srv.Close()
 		stopRunner()
 		<-runnerDone
 		return err
 	}
-	stopBackground, err := rt.startBackground(runCtx)
-	if err != nil {
-		srv.Close()
-		stopRunner()
-		<-runnerDone
-		return err
-	}
-	defer stopBackground()
-	rt.server.SetReady(true)
-	rt.log.Info("hermes serving", "addr", ln.Addr().String(), "home", rt.home.dir, "pid", os.Getpid(),
+	rt.log.Info("hermes serving", "addr", ln.Addr().String(), "home", rt.home.dir, "pid", os.Getpid(), "ready", err == nil,
 		"store", storeSpec{url: rt.cfg.Store.URL}.String(), "node", rt.handler.Node())
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
 	defer signal.Stop(sigs)
 	restarting := false
-	select {
-	case sig := <-sigs:
-		restarting = sig == syscall.SIGUSR1
-		rt.log.Info("stopping", "signal", sig.String(), "restart", restarting)
-	case <-restart:
-		restarting = true
-		rt.log.Info("restart requested over HTTP")
-	case err := <-serveDone:
-		stopRunner()
-		<-runnerDone
-		return fmt.Errorf("http server: %w", err)
-	case err := <-runnerDone:
-		srv.Close()
-		return fmt.Errorf("projections stopped: %w", err)
-	case <-ctx.Done():
+wait:
+	for {
+		select {
+		case sig := <-sigs:
+			restarting = sig == syscall.SIGUSR1
+			rt.log.Info("stopping", "signal", sig.String(), "restart", restarting)
+		case <-restart:
+			restarting = true
+			rt.log.Info("restart requested over HTTP")
+		case err := <-serveDone:
+			stopRunner()
+			<-runnerDone
+			return fmt.Errorf("http server: %w", err)
+		case err := <-runnerDone:
+			srv.Close()
+			return fmt.Errorf("projections stopped: %w", err)
+		case err := <-late:
+			if err != nil {
+				srv.Close()
+				stopRunner()
+				<-runnerDone
+				return err
+			}
+			late = nil // recovered after a full disk: ready, serve on
+			continue
+		case <-ctx.Done():
+		}
+		break wait
 	}
 
 	// The whole stop fits in agent.shutdown_timeout; the watchdog is the
@@ -297,7 +353,7 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 		os.Exit(exitFailure)
 	})
 	defer watchdog.Stop()
-	stopBackground() // no expiry pass or webhook delivery during the drain
+	bg.stop() // no expiry pass or webhook delivery during the drain
 	clean := rt.drain(ctx, restarting, drainTimeout(rt.cfg.Agent))
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), min(5*time.Second, time.Until(stopBy)/2))
 	defer cancel()

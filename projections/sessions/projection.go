@@ -21,6 +21,7 @@ import (
 	"hermes/domain"
 	"hermes/events"
 	"hermes/projections"
+	"hermes/projections/storage"
 )
 
 // Name is the versioned name of this projection; bump it when the rows'
@@ -75,6 +76,9 @@ type Projection struct {
 	exporterDone chan struct{}
 	exporterOnce sync.Once
 
+	// limit is the max_page_count of SetMaxPageCount.
+	limit storage.PageLimit
+
 	// clamps is told of the values the lane fold clamped; nil drops them.
 	clamps projections.ClampReporter
 }
@@ -110,6 +114,11 @@ func Open(path string, exports Exports) (*Projection, error) {
 	return &Projection{db: db, exports: exports, kick: make(chan struct{}, 1),
 		stopExporter: make(chan struct{}), exporterDone: make(chan struct{})}, nil
 }
+
+// SetMaxPageCount bounds the file's growth to n pages from the next batch
+// on (0 lifts the bound): a batch that needs more fails with
+// events.ErrStorageFull, as on a full disk. For tests.
+func (p *Projection) SetMaxPageCount(n int64) { p.limit.Set(n) }
 
 // ReportClampsTo sends the values the lane fold clamps or quarantines
 // (domain.EvolveClamped) to r, after each committed batch. Call it before
@@ -223,6 +232,12 @@ type batchState struct {
 
 // Apply implements projections.Projection.
 func (p *Projection) Apply(ctx context.Context, batch []events.Envelope) error {
+	// A full disk is said so (events.ErrStorageFull): the runner retries
+	// the batch, the transaction having rolled back.
+	return storage.Classify(p.apply(ctx, batch))
+}
+
+func (p *Projection) apply(ctx context.Context, batch []events.Envelope) error {
 	if len(batch) == 0 {
 		return nil
 	}
@@ -245,6 +260,9 @@ func (p *Projection) Apply(ctx context.Context, batch []events.Envelope) error {
 		return fmt.Errorf("apply: %w", err)
 	}
 	defer tx.Rollback()
+	if err := p.limit.Apply(ctx, tx); err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
 
 	st := batchState{rows: map[string]*Row{}, dirty: map[string]bool{}, touchOnly: map[string]bool{}, failures: map[string]int{},
 		failNodes: map[string]string{}, touched: map[string]bool{}, stopCounted: map[string]bool{}, stopCountedDirty: map[string]bool{}}

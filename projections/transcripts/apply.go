@@ -9,6 +9,7 @@ import (
 
 	"hermes/events"
 	"hermes/projections"
+	"hermes/projections/storage"
 )
 
 // Apply folds a batch of envelopes in one transaction and records the
@@ -18,7 +19,13 @@ import (
 // stateEvents change rows (lane events create, end and reopen session rows;
 // transcript events change messages and sessions); every other event only
 // moves the checkpoint. An error leaves the file as it was before the batch.
-func (p *Projection) Apply(ctx context.Context, batch []events.Envelope) (err error) {
+func (p *Projection) Apply(ctx context.Context, batch []events.Envelope) error {
+	// A full disk is said so (events.ErrStorageFull): the runner retries
+	// the batch, the transaction having rolled back.
+	return storage.Classify(p.apply(ctx, batch))
+}
+
+func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -38,6 +45,9 @@ func (p *Projection) Apply(ctx context.Context, batch []events.Envelope) (err er
 			}
 		}
 	}()
+	if err := p.limit.Apply(ctx, p.conn); err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
 	cp, err := scanCheckpoint(p.stmts.getCheckpoint.QueryRowContext(ctx))
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)

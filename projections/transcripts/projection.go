@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"hermes/projections"
+	"hermes/projections/storage"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -75,7 +76,14 @@ type Projection struct {
 	conn   *sql.Conn // the only write connection
 	stmts  *writeStatements
 	closed bool
+	// limit is the max_page_count of SetMaxPageCount.
+	limit storage.PageLimit
 }
+
+// SetMaxPageCount bounds the file's growth to n pages from the next batch
+// on (0 lifts the bound): a batch that needs more fails with
+// events.ErrStorageFull, as on a full disk. For tests.
+func (p *Projection) SetMaxPageCount(n int64) { p.limit.Set(n) }
 
 // Open opens the projection in the file at path (Hermes' state.db),
 // creating it with mode 0600 and schema version 11 if needed. A file whose

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -17,6 +18,9 @@ const beginAttempts = 3
 // write runs the batch in one transaction. On any error nothing of the batch
 // is committed and the version cache is dropped.
 func (w *writer) write(batch []*request) error {
+	if err := w.pageLimit.Apply(context.Background(), w.conn); err != nil {
+		return err
+	}
 	if err := w.begin(); err != nil {
 		return err
 	}

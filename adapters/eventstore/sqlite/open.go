@@ -68,6 +68,11 @@ func (w *writer) init(ctx context.Context) error {
 		}
 		return fmt.Errorf("migrate schema: %w", err)
 	}
+	// The header was read by checkSchema; the tail is read and decoded
+	// here: a damaged log is refused rather than served from (check.go).
+	if err := checkTail(ctx, w.conn); err != nil {
+		return err
+	}
 	return w.prepare(ctx)
 }
 

@@ -268,6 +268,18 @@ func isCode(err error, code int) bool {
 	return errors.As(err, &se) && se.Code()&0xff == code
 }
 
+// SetMaxPageCount bounds the file's growth to n pages (SQLite's
+// max_page_count; a limit below the current size holds the file at its
+// size), from the next group commit on; 0 lifts the bound. An append that
+// would grow the file past it fails with events.ErrStorageFull as on a full
+// disk, and appends nothing. It is how tests make the store full
+// deterministically, without root or a small file system.
+func (s *Store) SetMaxPageCount(n int64) {
+	if s.w != nil {
+		s.w.pageLimit.Set(n)
+	}
+}
+
 // Close stops the writer once every append already handed to it is
 // committed, ends the subscriptions and closes the connections. Calls after
 // the first return nil; every other method then answers ErrClosed.

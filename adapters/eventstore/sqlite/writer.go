@@ -9,6 +9,7 @@ import (
 
 	"hermes/events"
 	"hermes/projections/migrate"
+	"hermes/projections/storage"
 )
 
 const (
@@ -92,9 +93,11 @@ type writer struct {
 	stmtStreamVersions *sql.Stmt
 	stmtLookupID       *sql.Stmt
 	inserts            map[int]*sql.Stmt
-	args               []any
-	slots              []slot
-	unknown            []string
+	// pageLimit is the max_page_count of SetMaxPageCount.
+	pageLimit storage.PageLimit
+	args      []any
+	slots     []slot
+	unknown   []string
 }
 
 // submit hands r to the writer and waits for its outcome. When ctx ends
@@ -217,6 +220,10 @@ func (w *writer) commit(batch []*request) {
 		return
 	}
 	if err := w.write(live); err != nil {
+		// A full or failing disk is said so (events.ErrStorageFull):
+		// nothing of the batch is in the log and the same appends succeed
+		// once space returns.
+		err = storage.Classify(err)
 		for _, r := range live {
 			r.reply <- reply{err: fmt.Errorf("append %s: %w", r.stream, err)}
 		}
