@@ -22,7 +22,22 @@ type SearchQuery struct {
 	Roles []string
 	// Limit is the page size (< 1: 20); Offset skips that many matches.
 	Limit, Offset int
+	// Order is how full-text matches are ordered: OrderRank (""; the
+	// default, Hermes' order) or OrderRecent. The LIKE path of short CJK
+	// terms is newest first either way, as in Hermes.
+	Order string
 }
+
+// The orders of full-text results.
+const (
+	// OrderRank is Hermes' order: every match scored by FTS5's bm25(),
+	// best first; equal scores by ascending message id.
+	OrderRank = ""
+	// OrderRecent ranks by bm25() only the rankWindow most recent matches:
+	// bounded time on a common word, but not Hermes' results. Only on
+	// request.
+	OrderRecent = "recent"
+)
 
 // SearchResult is one matching message.
 type SearchResult struct {
@@ -62,8 +77,10 @@ const defaultSearchLimit = 20
 // no results. A query with CJK characters uses the trigram index when
 // every CJK word has at least three CJK characters, else a substring
 // (LIKE) search whose terms are ORed, newest first; any other query uses
-// the unicode61 index, best match first. A query FTS5 cannot parse gives
-// no results, not an error.
+// the unicode61 index, best match first (every match scored by bm25, equal
+// scores by ascending id, as Hermes' SQLite returns them; q.Order may ask
+// for OrderRecent instead). A query FTS5 cannot parse gives no results,
+// not an error.
 func (r *Reader) Search(ctx context.Context, q SearchQuery) ([]SearchResult, error) {
 	if strings.TrimSpace(q.Query) == "" {
 		return nil, nil
@@ -168,23 +185,26 @@ func filters(q SearchQuery, where []string, args []any) ([]string, []any) {
 	return where, args
 }
 
-// rankWindow bounds how many matches are ranked: the best matches are
-// chosen among the rankWindow most recent ones. FTS5 must score every
-// match before it can order by rank, so an unbounded rank made a common
-// word cost hundreds of milliseconds over a million messages; with the
-// window it costs a few. A query with fewer matches is ranked exactly as
-// before (docs/COMPATIBILITY.md).
+// rankWindow bounds how many matches OrderRecent ranks: the best matches
+// are chosen among the rankWindow most recent ones (or 4×(limit+offset),
+// if more). A query with fewer matches is ranked as Hermes ranks it.
 const rankWindow = 1024
 
 // ftsMatch queries one of the two FTS tables (a fixed name, never user
-// input) best match first, among the rankWindow most recent matches.
+// input) with Hermes' statement: best match first by FTS5's rank (bm25),
+// which FTS5 itself sorts, so that only the rows of the page are joined
+// and get a snippet. SQLite's sorter is stable and FTS5 feeds it in
+// ascending rowid order, so equal scores come by ascending message id (the
+// order Hermes gets from the same SQL; TestSearchTiesByAscendingID). With
+// OrderRecent, only the rankWindow most recent matches are ranked.
 func ftsMatch(ctx context.Context, tx *sql.Tx, table, query string, q SearchQuery, limit, offset int) ([]match, error) {
-	window := max(rankWindow, 4*(limit+offset))
-	where, args := filters(q, []string{
-		table + " MATCH ?",
-		table + ".rowid >= (SELECT coalesce(min(rowid), 0) FROM (SELECT rowid FROM " + table + " WHERE " + table + " MATCH ? ORDER BY rowid DESC LIMIT ?))",
-		"m.active = 1",
-	}, []any{query, query, window})
+	where, args := []string{table + " MATCH ?"}, []any{query}
+	if q.Order == OrderRecent {
+		window := max(rankWindow, 4*(limit+offset))
+		where = append(where, table+".rowid >= (SELECT coalesce(min(rowid), 0) FROM (SELECT rowid FROM "+table+" WHERE "+table+" MATCH ? ORDER BY rowid DESC LIMIT ?))")
+		args = append(args, query, window)
+	}
+	where, args = filters(q, append(where, "m.active = 1"), args)
 	args = append(args, limit, offset)
 	return scanResults(tx.QueryContext(ctx, `
 		SELECT m.id, m.session_id, m.role, snippet(`+table+`, 0, '>>>', '<<<', '...', 40) AS snippet,
