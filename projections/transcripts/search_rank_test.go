@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -148,9 +149,21 @@ func inOrder(res []SearchResult) []int64 {
 
 // TestSearchMatchesBM25Reference: for each class of query, Search returns
 // the page that bm25() over every match gives (Hermes' ranking), including
-// for words with far more matches than OrderRecent's window.
+// for words with far more matches than OrderRecent's window; both ways of
+// bestIDs (the best candidates filtered in Go, and the statement that
+// joins every match).
 func TestSearchMatchesBM25Reference(t *testing.T) {
 	p, c := rankCorpus(t)
+	for _, candidates := range []int{maxCandidates, 0} {
+		t.Run(fmt.Sprintf("candidates=%d", candidates), func(t *testing.T) {
+			defer func(old int) { maxCandidates = old }(maxCandidates)
+			maxCandidates = candidates
+			testSearchMatchesBM25Reference(t, p, c)
+		})
+	}
+}
+
+func testSearchMatchesBM25Reference(t *testing.T, p *Projection, c *corpus) {
 	w := c.words
 	cjk3, cjk2 := "", ""
 	for _, word := range c.cjkWords {
@@ -177,6 +190,7 @@ func TestSearchMatchesBM25Reference(t *testing.T) {
 		{class: "OR", query: w[3] + " OR " + w[40], match: w[3] + " OR " + w[40], minMatches: rankWindow},
 		{class: "NOT", query: w[0] + " NOT " + w[1], match: w[0] + " NOT " + w[1]},
 		{class: "role filter", query: w[0], match: w[0], roles: []string{"user"}, minMatches: rankWindow},
+		{class: "role filter, deep page", query: w[0], match: w[0], roles: []string{"assistant"}, limit: 100, off: 300, minMatches: rankWindow},
 		{class: "CJK trigram", query: cjk3, table: "messages_fts_trigram", match: `"` + cjk3 + `"`},
 		{class: "long page", query: w[4], match: w[4], limit: 200},
 	} {
