@@ -68,25 +68,30 @@ func (r *Runner) CatchUp(ctx context.Context, progress func(done, total uint64))
 	return first
 }
 
+// BulkMinEvents is the smallest catch-up from position 0 for which the
+// runner puts a [BulkLoader] in bulk mode.
+var BulkMinEvents uint64 = 10_000
+
 func (r *Runner) catchUp(ctx context.Context, p Projection, head uint64, report func()) error {
 	pos, err := p.Checkpoint(ctx)
 	if err != nil {
 		return fmt.Errorf("catch up %s: %w", p.Name(), err)
 	}
-	for pos < head {
-		batch, err := r.store.ReadAll(ctx, pos, MaxBatch)
-		if err != nil {
+	b, bulk := p.(BulkLoader)
+	bulk = bulk && pos == 0 && head >= BulkMinEvents
+	if bulk {
+		if err := b.BeginBulk(ctx); err != nil {
 			return fmt.Errorf("catch up %s: %w", p.Name(), err)
 		}
-		if len(batch) == 0 {
-			break
+	}
+	pos, err = r.applyUpTo(ctx, p, pos, head, report)
+	if bulk && (err == nil || ctx.Err() == nil) {
+		if endErr := b.EndBulk(ctx); endErr != nil {
+			err = errors.Join(err, fmt.Errorf("catch up %s: %w", p.Name(), endErr))
 		}
-		if err := p.Apply(ctx, batch); err != nil {
-			return fmt.Errorf("catch up %s: %w", p.Name(), err)
-		}
-		pos = batch[len(batch)-1].Position
-		r.setApplied(p.Name(), pos)
-		report()
+	}
+	if err != nil {
+		return err
 	}
 	r.setApplied(p.Name(), pos)
 	if c, ok := p.(Caught); ok {
@@ -95,6 +100,27 @@ func (r *Runner) catchUp(ctx context.Context, p Projection, head uint64, report 
 		}
 	}
 	return nil
+}
+
+// applyUpTo applies the log from pos to head in batches and returns the
+// position reached.
+func (r *Runner) applyUpTo(ctx context.Context, p Projection, pos, head uint64, report func()) (uint64, error) {
+	for pos < head {
+		batch, err := r.store.ReadAll(ctx, pos, MaxBatch)
+		if err != nil {
+			return pos, fmt.Errorf("catch up %s: %w", p.Name(), err)
+		}
+		if len(batch) == 0 {
+			break
+		}
+		if err := p.Apply(ctx, batch); err != nil {
+			return pos, fmt.Errorf("catch up %s: %w", p.Name(), err)
+		}
+		pos = batch[len(batch)-1].Position
+		r.setApplied(p.Name(), pos)
+		report()
+	}
+	return pos, nil
 }
 
 // Run feeds every projection live until ctx is done (nil) or a projection

@@ -99,6 +99,12 @@ func open(path, name string) (*Projection, error) {
 	if err := p.openWriter(); err != nil {
 		return nil, fmt.Errorf("open transcripts %s: %w", abs, err)
 	}
+	// A bulk load that did not finish (a crash, an error) is finished
+	// before anything reads the file: the FTS indexes are built from the
+	// messages and the triggers are back.
+	if err := p.finishBulk(context.Background()); err != nil {
+		return nil, errors.Join(fmt.Errorf("open transcripts %s: finish bulk load: %w", abs, err), p.closeWriter())
+	}
 	r, err := openReader(abs)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open transcripts %s: %w", abs, err), p.closeWriter())

@@ -1,0 +1,256 @@
+package transcripts
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+)
+
+// A bulk load (a catch-up from position 0: a rebuild, a new projection
+// version, a self-healed file) skips the full-text indexes while the
+// events are applied and builds them once at the end, from the messages
+// table, which is what Hermes' triggers would have left in them: one row
+// per message, its content, tool name and tool calls joined by spaces.
+//
+// BeginBulk drops Hermes' six FTS triggers (and records metaBulk); Apply
+// then writes only the plain tables, and the file is written with
+// synchronous=OFF (a crash leaves a file Open repairs, or that is rebuilt:
+// its content comes from the log). EndBulk builds each FTS index in a
+// scratch file of its own, both at once (one per core), with a large
+// in-memory term hash and no automatic merges, so that each index is
+// written as one segment; then copies their shadow tables into the file,
+// creates the triggers again from schema.sql (the same DDL, byte for byte)
+// and clears metaBulk, in one transaction. The FTS tables' own DDL and
+// configuration are never changed. A file opened with metaBulk set (a
+// crash or an error during a bulk load) is finished by Open the same way.
+
+// metaBulk is the state_meta key set while the FTS triggers are dropped.
+const metaBulk = "hermes_bulk_load"
+
+// ftsTables are Hermes' two FTS tables; ftsShadowCopy the shadow tables a
+// bulk build copies (not _config: both sides hold the same version row).
+var (
+	ftsTables     = []string{"messages_fts", "messages_fts_trigram"}
+	ftsShadowCopy = []string{"_data", "_idx", "_content", "_docsize"}
+)
+
+// bulkHashSize is FTS5's in-memory term hash during a bulk build (the
+// default is 1 MiB): a flush per 64 MiB of postings instead of per MiB.
+const bulkHashSize = 64 << 20
+
+// ftsTriggers returns the CREATE TRIGGER statements of the FTS triggers in
+// schema.sql, by name, in file order.
+func ftsTriggers() (names, ddl []string) {
+	re := regexp.MustCompile(`(?s)CREATE TRIGGER IF NOT EXISTS (messages_fts\w*) .*?\nEND;`)
+	for _, m := range re.FindAllStringSubmatch(schemaSQL, -1) {
+		names = append(names, m[1])
+		ddl = append(ddl, m[0])
+	}
+	return names, ddl
+}
+
+// ftsDDL returns the CREATE VIRTUAL TABLE statement of table in schema.sql.
+func ftsDDL(table string) (string, error) {
+	re := regexp.MustCompile(`(?s)CREATE VIRTUAL TABLE IF NOT EXISTS ` + table + ` USING fts5\(.*?\);`)
+	ddl := re.FindString(schemaSQL)
+	if ddl == "" {
+		return "", fmt.Errorf("no DDL for %s in schema.sql", table)
+	}
+	return ddl, nil
+}
+
+// BeginBulk starts a bulk load: the FTS triggers are dropped until
+// EndBulk. The runner calls it before it catches up from position 0.
+func (p *Projection) BeginBulk(ctx context.Context) (err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return fmt.Errorf("begin bulk load: %w", ErrClosed)
+	}
+	if _, err := p.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("begin bulk load: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_, rbErr := p.conn.ExecContext(context.Background(), "ROLLBACK")
+			err = errors.Join(err, rbErr)
+		}
+	}()
+	names, _ := ftsTriggers()
+	for _, n := range names {
+		if _, err := p.conn.ExecContext(ctx, "DROP TRIGGER IF EXISTS "+n); err != nil {
+			return fmt.Errorf("begin bulk load: %w", err)
+		}
+	}
+	if _, err := p.conn.ExecContext(ctx, "INSERT INTO state_meta (key, value) VALUES (?, '1') ON CONFLICT(key) DO UPDATE SET value = '1'", metaBulk); err != nil {
+		return fmt.Errorf("begin bulk load: %w", err)
+	}
+	if _, err := p.conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return fmt.Errorf("begin bulk load: %w", err)
+	}
+	if _, err := p.conn.ExecContext(ctx, "PRAGMA synchronous = OFF"); err != nil {
+		return fmt.Errorf("begin bulk load: %w", err)
+	}
+	return nil
+}
+
+// EndBulk builds both FTS indexes from the messages table and puts the
+// triggers back (see BeginBulk). Without a bulk load under way it does
+// nothing.
+func (p *Projection) EndBulk(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return fmt.Errorf("end bulk load: %w", ErrClosed)
+	}
+	if err := p.finishBulk(ctx); err != nil {
+		return fmt.Errorf("end bulk load: %w", err)
+	}
+	return nil
+}
+
+// inBulk reports whether metaBulk is set.
+func inBulk(ctx context.Context, q queryer) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, "SELECT count(*) FROM state_meta WHERE key = ?", metaBulk).Scan(&n)
+	return n > 0, err
+}
+
+// finishBulk is EndBulk with p.mu held; Open calls it too.
+func (p *Projection) finishBulk(ctx context.Context) error {
+	bulk, err := inBulk(ctx, p.conn)
+	if err != nil || !bulk {
+		return err
+	}
+	scratch := make([]string, len(ftsTables))
+	for i, t := range ftsTables {
+		scratch[i] = p.path + "." + t + ".build"
+	}
+	defer func() {
+		for _, f := range scratch {
+			removeDB(f)
+		}
+	}()
+	errs := make(chan error, len(ftsTables))
+	for i, t := range ftsTables {
+		go func() { errs <- buildFTS(ctx, p.path, scratch[i], t) }()
+	}
+	var buildErr error
+	for range ftsTables {
+		buildErr = errors.Join(buildErr, <-errs)
+	}
+	if buildErr != nil {
+		return buildErr
+	}
+	if err := p.installFTS(ctx, scratch); err != nil {
+		return err
+	}
+	// A fresh writer connection: nothing FTS5 cached about the tables
+	// before the copy survives, and synchronous is NORMAL again.
+	if err := p.closeWriter(); err != nil {
+		return err
+	}
+	p.stmts, p.conn, p.wdb = nil, nil, nil
+	return p.openWriter()
+}
+
+// buildFTS creates table (Hermes' DDL) in a new scratch file and fills it
+// from the messages of the file at src.
+func buildFTS(ctx context.Context, src, scratch, table string) error {
+	removeDB(scratch)
+	ddl, err := ftsDDL(table)
+	if err != nil {
+		return err
+	}
+	q := url.Values{}
+	for _, pragma := range []string{"synchronous(OFF)", "journal_mode(OFF)", "cache_size(-16384)"} {
+		q.Add("_pragma", pragma)
+	}
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: scratch, RawQuery: q.Encode()}).String())
+	if err != nil {
+		return fmt.Errorf("build %s: %w", table, err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("build %s: %w", table, err)
+	}
+	defer conn.Close()
+	for _, stmt := range []string{
+		"ATTACH DATABASE '" + strings.ReplaceAll((&url.URL{Scheme: "file", Path: src, RawQuery: "mode=ro"}).String(), "'", "''") + "' AS src",
+		ddl,
+		fmt.Sprintf("INSERT INTO %s(%s, rank) VALUES ('hashsize', %d)", table, table, bulkHashSize),
+		fmt.Sprintf("INSERT INTO %s(%s, rank) VALUES ('automerge', 0)", table, table),
+		"BEGIN",
+		"INSERT INTO " + table + "(rowid, content) SELECT id, COALESCE(content, '') || ' ' || COALESCE(tool_name, '') || ' ' || COALESCE(tool_calls, '') FROM src.messages ORDER BY id",
+		"COMMIT",
+		// More than one segment only past bulkHashSize of postings.
+		"INSERT INTO " + table + "(" + table + ") VALUES ('optimize')",
+	} {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("build %s: %w", table, err)
+		}
+	}
+	return nil
+}
+
+// installFTS replaces the FTS shadow tables of the file with those built
+// in scratch (one file per table of ftsTables), creates the triggers and
+// clears metaBulk, in one transaction.
+func (p *Projection) installFTS(ctx context.Context, scratch []string) (err error) {
+	for i, f := range scratch {
+		if _, err := p.conn.ExecContext(ctx, fmt.Sprintf("ATTACH DATABASE '%s' AS build%d", strings.ReplaceAll(f, "'", "''"), i)); err != nil {
+			return err
+		}
+	}
+	defer func() {
+		for i := range scratch {
+			if _, dErr := p.conn.ExecContext(context.Background(), fmt.Sprintf("DETACH DATABASE build%d", i)); dErr != nil {
+				err = errors.Join(err, dErr)
+			}
+		}
+	}()
+	if _, err := p.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_, rbErr := p.conn.ExecContext(context.Background(), "ROLLBACK")
+			err = errors.Join(err, rbErr)
+		}
+	}()
+	for i, t := range ftsTables {
+		for _, s := range ftsShadowCopy {
+			if _, err := p.conn.ExecContext(ctx, fmt.Sprintf("DELETE FROM main.%s%s", t, s)); err != nil {
+				return err
+			}
+			if _, err := p.conn.ExecContext(ctx, fmt.Sprintf("INSERT INTO main.%s%s SELECT * FROM build%d.%s%s", t, s, i, t, s)); err != nil {
+				return err
+			}
+		}
+	}
+	_, ddl := ftsTriggers()
+	for _, d := range ddl {
+		if _, err := p.conn.ExecContext(ctx, d); err != nil {
+			return err
+		}
+	}
+	if _, err := p.conn.ExecContext(ctx, "DELETE FROM state_meta WHERE key = ?", metaBulk); err != nil {
+		return err
+	}
+	_, err = p.conn.ExecContext(ctx, "COMMIT")
+	return err
+}
+
+// removeDB removes a scratch database file and its journals.
+func removeDB(path string) {
+	for _, suffix := range []string{"", "-journal", "-wal", "-shm"} {
+		_ = os.Remove(path + suffix)
+	}
+}
