@@ -27,15 +27,21 @@ func (p *Projection) Apply(ctx context.Context, batch []events.Envelope) (err er
 	if len(batch) == 0 {
 		return nil
 	}
-	if _, err := p.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return fmt.Errorf("apply: begin: %w", err)
+	// In a bulk load, one transaction spans many batches (see bulkTx).
+	if !p.bulkTx {
+		if _, err := p.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+			return fmt.Errorf("apply: begin: %w", err)
+		}
+		p.bulkTx = p.bulk
 	}
 	committed := false
 	defer func() {
-		if !committed {
-			if _, rbErr := p.conn.ExecContext(context.Background(), "ROLLBACK"); rbErr != nil {
-				err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
-			}
+		if committed || (p.bulkTx && err == nil) {
+			return
+		}
+		p.bulkTx, p.bulkPending = false, 0
+		if _, rbErr := p.conn.ExecContext(context.Background(), "ROLLBACK"); rbErr != nil {
+			err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
 		}
 	}()
 	cp, err := readCheckpoint(ctx, p.conn)
@@ -79,8 +85,14 @@ func (p *Projection) Apply(ctx context.Context, batch []events.Envelope) (err er
 	if _, err := p.stmts.setCheckpoint.ExecContext(ctx, strconv.FormatUint(last, 10)); err != nil {
 		return fmt.Errorf("apply: write checkpoint: %w", err)
 	}
-	if _, err := p.conn.ExecContext(ctx, "COMMIT"); err != nil {
-		return fmt.Errorf("apply: commit: %w", err)
+	if p.bulkTx {
+		p.bulkPending += len(batch)
+	}
+	if !p.bulkTx || p.bulkPending >= bulkCommitEvents {
+		p.bulkTx, p.bulkPending = false, 0
+		if _, err := p.conn.ExecContext(ctx, "COMMIT"); err != nil {
+			return fmt.Errorf("apply: commit: %w", err)
+		}
 	}
 	committed = true
 	if p.clamps != nil {

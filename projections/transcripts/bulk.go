@@ -39,6 +39,27 @@ var (
 	ftsShadowCopy = []string{"_data", "_idx", "_content", "_docsize"}
 )
 
+// bulkCommitEvents is how many events a bulk load applies per
+// transaction (a batch is at most projections.MaxBatch): fewer commits,
+// and fewer rewrites of the same index pages. A variable for tests.
+var bulkCommitEvents = 64 * 1024
+
+// bulkCacheKiB is the writer's page cache during a bulk load, in KiB, so
+// that a transaction of bulkCommitEvents stays in memory.
+const bulkCacheKiB = 128 * 1024
+
+// commitBulkTx commits the transaction a bulk load keeps open, if any.
+func (p *Projection) commitBulkTx(ctx context.Context) error {
+	if !p.bulkTx {
+		return nil
+	}
+	p.bulkTx, p.bulkPending = false, 0
+	if _, err := p.conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return fmt.Errorf("commit bulk load: %w", err)
+	}
+	return nil
+}
+
 // bulkHashSize is FTS5's in-memory term hash during a bulk build (the
 // default is 1 MiB): a flush per 64 MiB of postings instead of per MiB.
 const bulkHashSize = 64 << 20
@@ -93,9 +114,12 @@ func (p *Projection) BeginBulk(ctx context.Context) (err error) {
 	if _, err := p.conn.ExecContext(ctx, "COMMIT"); err != nil {
 		return fmt.Errorf("begin bulk load: %w", err)
 	}
-	if _, err := p.conn.ExecContext(ctx, "PRAGMA synchronous = OFF"); err != nil {
-		return fmt.Errorf("begin bulk load: %w", err)
+	for _, pragma := range []string{"PRAGMA synchronous = OFF", fmt.Sprintf("PRAGMA cache_size = -%d", bulkCacheKiB)} {
+		if _, err := p.conn.ExecContext(ctx, pragma); err != nil {
+			return fmt.Errorf("begin bulk load: %w", err)
+		}
 	}
+	p.bulk = true
 	return nil
 }
 
@@ -123,6 +147,10 @@ func inBulk(ctx context.Context, q queryer) (bool, error) {
 
 // finishBulk is EndBulk with p.mu held; Open calls it too.
 func (p *Projection) finishBulk(ctx context.Context) error {
+	if err := p.commitBulkTx(ctx); err != nil {
+		return err
+	}
+	p.bulk = false
 	bulk, err := inBulk(ctx, p.conn)
 	if err != nil || !bulk {
 		return err
@@ -190,8 +218,9 @@ func buildFTS(ctx context.Context, src, scratch, table string) error {
 		"BEGIN",
 		"INSERT INTO " + table + "(rowid, content) SELECT id, COALESCE(content, '') || ' ' || COALESCE(tool_name, '') || ' ' || COALESCE(tool_calls, '') FROM src.messages ORDER BY id",
 		"COMMIT",
-		// More than one segment only past bulkHashSize of postings.
-		"INSERT INTO " + table + "(" + table + ") VALUES ('optimize')",
+		// No 'optimize': it would rewrite the whole index to merge the
+		// segments of each bulkHashSize of postings; FTS5's automerge
+		// merges them over the next writes instead.
 	} {
 		if _, err := conn.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("build %s: %w", table, err)

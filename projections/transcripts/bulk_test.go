@@ -2,6 +2,7 @@ package transcripts
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -57,6 +58,16 @@ func TestBulkLoadEqualsIncremental(t *testing.T) {
 	c := newCorpus(5, 15)
 	queries := []string{c.words[0], c.words[1] + " " + c.words[2], c.words[3][:3] + "*", `"` + c.words[0] + " " + c.words[1] + `"`, c.cjkWords[3], c.cjkWords[1]}
 
+	for _, commitEvery := range []int{bulkCommitEvents, 300} {
+		t.Run(fmt.Sprintf("commit every %d events", commitEvery), func(t *testing.T) {
+			defer func(old int) { bulkCommitEvents = old }(bulkCommitEvents)
+			bulkCommitEvents = commitEvery
+			testBulkLoadEqualsIncremental(t, envs, queries)
+		})
+	}
+}
+
+func testBulkLoadEqualsIncremental(t *testing.T, envs []events.Envelope, queries []string) {
 	live := openTemp(t)
 	applyBatches(t, live, envs, 64)
 	wantSearch := ftsIntegrity(t, live, queries)
@@ -66,7 +77,7 @@ func TestBulkLoadEqualsIncremental(t *testing.T) {
 	if err := bulk.BeginBulk(ctx); err != nil {
 		t.Fatalf("BeginBulk: %v", err)
 	}
-	applyBatches(t, bulk, envs, 2048)
+	applyBatches(t, bulk, envs, 200)
 	if err := bulk.EndBulk(ctx); err != nil {
 		t.Fatalf("EndBulk: %v", err)
 	}

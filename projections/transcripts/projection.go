@@ -75,6 +75,13 @@ type Projection struct {
 	conn   *sql.Conn // the only write connection
 	stmts  *writeStatements
 	closed bool
+
+	// bulk is set between BeginBulk and EndBulk; bulkTx while Apply
+	// keeps its transaction open across batches (bulkPending events so
+	// far, committed every bulkCommitEvents).
+	bulk        bool
+	bulkTx      bool
+	bulkPending int
 }
 
 // Open opens the projection in the file at path (Hermes' state.db),
@@ -370,6 +377,8 @@ func (p *Projection) Close() error {
 	}
 	p.closed = true
 	var errs []error
+	// A bulk load's open transaction is kept: Open finishes the load.
+	errs = append(errs, p.commitBulkTx(context.Background()))
 	if p.Reader != nil {
 		errs = append(errs, p.Reader.Close())
 	}
