@@ -155,31 +155,29 @@ func (p *Projection) finishBulk(ctx context.Context) error {
 	if err != nil || !bulk {
 		return err
 	}
-	scratch := make([]string, len(ftsTables))
-	for i, t := range ftsTables {
-		scratch[i] = p.path + "." + t + ".build"
+	// The scratch file exists before the build starts so that it can be
+	// attached now: ATTACH cannot run inside installFTS's transaction.
+	scratch := p.path + ".fts-build"
+	removeDB(scratch)
+	defer removeDB(scratch)
+	if err := createPrivate(scratch); err != nil {
+		return err
 	}
-	defer func() {
-		for _, f := range scratch {
-			removeDB(f)
-		}
-	}()
-	errs := make(chan error, len(ftsTables))
-	for i, t := range ftsTables {
-		go func() { errs <- buildFTS(ctx, p.path, scratch[i], t) }()
+	if _, err := p.conn.ExecContext(ctx, "ATTACH DATABASE '"+strings.ReplaceAll(scratch, "'", "''")+"' AS build"); err != nil {
+		return err
 	}
-	var buildErr error
-	for range ftsTables {
-		buildErr = errors.Join(buildErr, <-errs)
+	built := make(chan error, 1)
+	go func() { built <- buildFTS(ctx, p.path, scratch, sideTable) }()
+	err = p.installFTS(ctx, built)
+	if _, dErr := p.conn.ExecContext(context.Background(), "DETACH DATABASE build"); dErr != nil {
+		err = errors.Join(err, dErr)
 	}
-	if buildErr != nil {
-		return buildErr
-	}
-	if err := p.installFTS(ctx, scratch); err != nil {
+	if err != nil {
 		return err
 	}
 	// A fresh writer connection: nothing FTS5 cached about the tables
-	// before the copy survives, and synchronous is NORMAL again.
+	// (its bulk configuration included) survives, and synchronous is
+	// NORMAL again.
 	if err := p.closeWriter(); err != nil {
 		return err
 	}
@@ -187,10 +185,31 @@ func (p *Projection) finishBulk(ctx context.Context) error {
 	return p.openWriter()
 }
 
+// sideTable is the FTS table a bulk load builds in a scratch file (the
+// smaller index: less to copy); mainTable is built in the file itself.
+const (
+	sideTable = "messages_fts"
+	mainTable = "messages_fts_trigram"
+)
+
+// ftsFill fills an empty FTS table from the messages of schema src, as
+// Hermes' insert trigger would.
+func ftsFill(table, src string) string {
+	return "INSERT INTO " + table + "(rowid, content) SELECT id, COALESCE(content, '') || ' ' || COALESCE(tool_name, '') || ' ' || COALESCE(tool_calls, '') FROM " + src + ".messages ORDER BY id"
+}
+
+// bulkConfig sets FTS5's bulk configuration of table (a large term hash,
+// no automatic merges: one segment per bulkHashSize of postings).
+func bulkConfig(table string) []string {
+	return []string{
+		fmt.Sprintf("INSERT INTO %s(%s, rank) VALUES ('hashsize', %d)", table, table, bulkHashSize),
+		fmt.Sprintf("INSERT INTO %s(%s, rank) VALUES ('automerge', 0)", table, table),
+	}
+}
+
 // buildFTS creates table (Hermes' DDL) in a new scratch file and fills it
 // from the messages of the file at src.
 func buildFTS(ctx context.Context, src, scratch, table string) error {
-	removeDB(scratch)
 	ddl, err := ftsDDL(table)
 	if err != nil {
 		return err
@@ -210,18 +229,10 @@ func buildFTS(ctx context.Context, src, scratch, table string) error {
 		return fmt.Errorf("build %s: %w", table, err)
 	}
 	defer conn.Close()
-	for _, stmt := range []string{
+	for _, stmt := range append(append([]string{
 		"ATTACH DATABASE '" + strings.ReplaceAll((&url.URL{Scheme: "file", Path: src, RawQuery: "mode=ro"}).String(), "'", "''") + "' AS src",
 		ddl,
-		fmt.Sprintf("INSERT INTO %s(%s, rank) VALUES ('hashsize', %d)", table, table, bulkHashSize),
-		fmt.Sprintf("INSERT INTO %s(%s, rank) VALUES ('automerge', 0)", table, table),
-		"BEGIN",
-		"INSERT INTO " + table + "(rowid, content) SELECT id, COALESCE(content, '') || ' ' || COALESCE(tool_name, '') || ' ' || COALESCE(tool_calls, '') FROM src.messages ORDER BY id",
-		"COMMIT",
-		// No 'optimize': it would rewrite the whole index to merge the
-		// segments of each bulkHashSize of postings; FTS5's automerge
-		// merges them over the next writes instead.
-	} {
+	}, bulkConfig(table)...), "BEGIN", ftsFill(table, "src"), "COMMIT") {
 		if _, err := conn.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("build %s: %w", table, err)
 		}
@@ -229,24 +240,16 @@ func buildFTS(ctx context.Context, src, scratch, table string) error {
 	return nil
 }
 
-// installFTS replaces the FTS shadow tables of the file with those built
-// in scratch (one file per table of ftsTables), creates the triggers and
-// clears metaBulk, in one transaction.
-func (p *Projection) installFTS(ctx context.Context, scratch []string) (err error) {
-	for i, f := range scratch {
-		if _, err := p.conn.ExecContext(ctx, fmt.Sprintf("ATTACH DATABASE '%s' AS build%d", strings.ReplaceAll(f, "'", "''"), i)); err != nil {
-			return err
-		}
-	}
-	defer func() {
-		for i := range scratch {
-			if _, dErr := p.conn.ExecContext(context.Background(), fmt.Sprintf("DETACH DATABASE build%d", i)); dErr != nil {
-				err = errors.Join(err, dErr)
-			}
-		}
-	}()
-	if _, err := p.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return err
+// installFTS builds mainTable in the file and, once buildFTS is done
+// (built), replaces the shadow tables of sideTable with those of the
+// scratch file (attached as build), creates the triggers, leaves the FTS
+// configuration as Hermes' DDL made it and clears metaBulk: one
+// transaction.
+func (p *Projection) installFTS(ctx context.Context, built <-chan error) (err error) {
+	// BEGIN, not BEGIN IMMEDIATE, which would lock the attached scratch
+	// file that buildFTS is writing: the first write locks the file.
+	if _, err := p.conn.ExecContext(ctx, "BEGIN"); err != nil {
+		return errors.Join(err, <-built)
 	}
 	defer func() {
 		if err != nil {
@@ -254,27 +257,36 @@ func (p *Projection) installFTS(ctx context.Context, scratch []string) (err erro
 			err = errors.Join(err, rbErr)
 		}
 	}()
-	for i, t := range ftsTables {
-		for _, s := range ftsShadowCopy {
-			if _, err := p.conn.ExecContext(ctx, fmt.Sprintf("DELETE FROM main.%s%s", t, s)); err != nil {
-				return err
-			}
-			if _, err := p.conn.ExecContext(ctx, fmt.Sprintf("INSERT INTO main.%s%s SELECT * FROM build%d.%s%s", t, s, i, t, s)); err != nil {
-				return err
+	exec := func(stmts ...string) error {
+		for _, stmt := range stmts {
+			if _, err := p.conn.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("%.60s: %w", stmt, err)
 			}
 		}
+		return nil
 	}
-	_, ddl := ftsTriggers()
-	for _, d := range ddl {
-		if _, err := p.conn.ExecContext(ctx, d); err != nil {
-			return err
-		}
+	// Both FTS tables are empty (a bulk load starts at position 0 and
+	// writes neither): these deletes cost nothing, they make sure.
+	stmts := []string{"DELETE FROM main." + mainTable, "DELETE FROM main." + sideTable}
+	stmts = append(append(stmts, bulkConfig(mainTable)...), ftsFill(mainTable, "main"))
+	if err := exec(stmts...); err != nil {
+		return errors.Join(err, <-built)
 	}
-	if _, err := p.conn.ExecContext(ctx, "DELETE FROM state_meta WHERE key = ?", metaBulk); err != nil {
+	if err := <-built; err != nil {
 		return err
 	}
-	_, err = p.conn.ExecContext(ctx, "COMMIT")
-	return err
+	stmts = nil
+	for _, s := range ftsShadowCopy { // the averages and structure records too
+		stmts = append(stmts, "DELETE FROM main."+sideTable+s,
+			"INSERT INTO main."+sideTable+s+" SELECT * FROM build."+sideTable+s)
+	}
+	_, ddl := ftsTriggers()
+	stmts = append(stmts, ddl...)
+	return exec(append(stmts,
+		// The bulk configuration rows go: FTS5's defaults again.
+		"DELETE FROM main."+mainTable+"_config WHERE k IN ('hashsize', 'automerge')",
+		"DELETE FROM state_meta WHERE key = '"+metaBulk+"'",
+		"COMMIT")...)
 }
 
 // removeDB removes a scratch database file and its journals.

@@ -87,6 +87,17 @@ func testBulkLoadEqualsIncremental(t *testing.T, envs []events.Envelope, queries
 	if diff := gocmp.Diff(wantSearch, ftsIntegrity(t, bulk, queries)); diff != "" {
 		t.Errorf("search pages (-incremental +bulk):\n%s", diff)
 	}
+	// FTS5's configuration is the DDL's (no bulk settings left), and the
+	// scratch file is gone.
+	for _, table := range ftsTables {
+		var keys string
+		if err := bulk.conn.QueryRowContext(ctx, "SELECT group_concat(k) FROM "+table+"_config").Scan(&keys); err != nil || keys != "version" {
+			t.Errorf("%s_config keys = %q, %v; want only version", table, keys, err)
+		}
+	}
+	if m, _ := filepath.Glob(bulk.path + ".*"); len(m) > 0 {
+		t.Errorf("left behind: %v", m)
+	}
 	// The triggers are back: later events reach the FTS indexes.
 	h := newHistory()
 	h.pos = uint64(len(envs))
