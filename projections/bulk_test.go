@@ -2,10 +2,13 @@ package projections_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"hermes/adapters/eventstore/sqlite"
 	"hermes/events"
@@ -30,15 +33,27 @@ func openBoth(dir string) ([]projections.Projection, error) {
 
 // recorder is a projection that records the runner's calls.
 type recorder struct {
-	calls []string
-	cp    uint64
+	calls   []string
+	cp      uint64
+	failing bool // BeginBulk fails
 }
 
-func (r *recorder) Name() string                               { return "recorder.v1" }
+func (r *recorder) Name() string {
+	if r.failing {
+		return "failing.v1"
+	}
+	return "recorder.v1"
+}
 func (r *recorder) Checkpoint(context.Context) (uint64, error) { return r.cp, nil }
 func (r *recorder) Close() error                               { return nil }
-func (r *recorder) BeginBulk(context.Context) error            { r.calls = append(r.calls, "begin"); return nil }
-func (r *recorder) EndBulk(context.Context) error              { r.calls = append(r.calls, "end"); return nil }
+func (r *recorder) BeginBulk(context.Context) error {
+	r.calls = append(r.calls, "begin")
+	if r.failing {
+		return errors.New("no bulk today")
+	}
+	return nil
+}
+func (r *recorder) EndBulk(context.Context) error { r.calls = append(r.calls, "end"); return nil }
 func (r *recorder) Apply(_ context.Context, b []events.Envelope) error {
 	if len(r.calls) == 0 || r.calls[len(r.calls)-1] != "apply" {
 		r.calls = append(r.calls, "apply")
@@ -80,6 +95,39 @@ func TestBulkLoadOnlyFromZero(t *testing.T) {
 		if got := fmt.Sprint(r.calls); got != "["+tc.want+"]" {
 			t.Errorf("%s: calls = %s, want [%s]", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestSharedCatchUpSurvivesAFailingProjection: two projections fed by one
+// reader; one fails before it reads anything. CatchUp returns its error
+// (it does not wait forever on the reader) and the other catches up.
+func TestSharedCatchUpSurvivesAFailingProjection(t *testing.T) {
+	ctx := context.Background()
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "events.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	o := testfixtures.HistoryOptions{Events: 5 * projections.MaxBatch, Lanes: 10, Seed: 2, Start: testfixtures.Date(2026, 1, 1, 0, 0, 0, 0)}
+	if err := testfixtures.LoadHistory(ctx, store, o, 4); err != nil {
+		t.Fatal(err)
+	}
+	defer func(old uint64) { projections.BulkMinEvents = old }(projections.BulkMinEvents)
+	projections.BulkMinEvents = 1
+	bad, good := &recorder{failing: true}, &recorder{}
+	done := make(chan error, 1)
+	go func() { done <- projections.NewRunner(store, bad, good).CatchUp(ctx, nil) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "no bulk today") {
+			t.Errorf("CatchUp = %v, want the failing projection's error", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("CatchUp still waiting after a minute")
+	}
+	head, _ := store.Head(ctx)
+	if good.cp != head {
+		t.Errorf("the other projection reached %d, want %d", good.cp, head)
 	}
 }
 

@@ -143,6 +143,14 @@ func (r *Runner) sharedFeed(ctx context.Context, head uint64) ([]chan batchOrErr
 }
 
 func (r *Runner) catchUp(ctx context.Context, p Projection, head uint64, feed <-chan batchOrErr, report func()) error {
+	if feed != nil {
+		// Whatever happens, the shared reader must not wait on this
+		// projection's feed (after applyFeed it is closed and empty).
+		defer func() {
+			for range feed {
+			}
+		}()
+	}
 	pos, err := p.Checkpoint(ctx)
 	if err != nil {
 		return fmt.Errorf("catch up %s: %w", p.Name(), err)
