@@ -12,21 +12,22 @@ import (
 )
 
 // A bulk load (a catch-up from position 0: a rebuild, a new projection
-// version, a self-healed file) skips the full-text indexes while the
-// events are applied and builds them once at the end, from the messages
-// table, which is what Hermes' triggers would have left in them: one row
-// per message, its content, tool name and tool calls joined by spaces.
+// version, a file rebuilt because it was broken) skips the full-text
+// indexes while the events are applied and builds them once at the end,
+// from the messages table, which is what Hermes' triggers would have left
+// in them: one row per message, its content, tool name and tool calls
+// joined by spaces.
 //
-// BeginBulk drops Hermes' six FTS triggers (and records metaBulk); Apply
-// then writes only the plain tables, and the file is written with
-// synchronous=OFF (a crash leaves a file Open repairs, or that is rebuilt:
-// its content comes from the log). EndBulk builds each FTS index in a
-// scratch file of its own, both at once (one per core), with a large
-// in-memory term hash and no automatic merges, so that each index is
-// written as one segment; then copies their shadow tables into the file,
-// creates the triggers again from schema.sql (the same DDL, byte for byte)
-// and clears metaBulk, in one transaction. The FTS tables' own DDL and
-// configuration are never changed. A file opened with metaBulk set (a
+// BeginBulk drops Hermes' six FTS triggers and records metaBulk; Apply
+// then writes only the plain tables, one transaction per bulkCommitEvents
+// events (synchronous stays NORMAL: with so few commits it costs nothing).
+// EndBulk builds the unicode61 index in a scratch file on one core while
+// the trigram index is built in the file itself on the other, both with a
+// large FTS5 term hash and no automatic merges; then, in the transaction
+// that built the trigram index, it copies the scratch file's shadow tables
+// in, creates the triggers again from schema.sql (the same DDL, byte for
+// byte), deletes the bulk FTS5 settings (the tables' configuration is the
+// DDL's again) and clears metaBulk. A file opened with metaBulk set (a
 // crash or an error during a bulk load) is finished by Open the same way.
 
 // metaBulk is the state_meta key set while the FTS triggers are dropped.
@@ -114,10 +115,8 @@ func (p *Projection) BeginBulk(ctx context.Context) (err error) {
 	if _, err := p.conn.ExecContext(ctx, "COMMIT"); err != nil {
 		return fmt.Errorf("begin bulk load: %w", err)
 	}
-	for _, pragma := range []string{"PRAGMA synchronous = OFF", fmt.Sprintf("PRAGMA cache_size = -%d", bulkCacheKiB)} {
-		if _, err := p.conn.ExecContext(ctx, pragma); err != nil {
-			return fmt.Errorf("begin bulk load: %w", err)
-		}
+	if _, err := p.conn.ExecContext(ctx, fmt.Sprintf("PRAGMA cache_size = -%d", bulkCacheKiB)); err != nil {
+		return fmt.Errorf("begin bulk load: %w", err)
 	}
 	p.bulk = true
 	return nil
@@ -176,8 +175,8 @@ func (p *Projection) finishBulk(ctx context.Context) error {
 		return err
 	}
 	// A fresh writer connection: nothing FTS5 cached about the tables
-	// (its bulk configuration included) survives, and synchronous is
-	// NORMAL again.
+	// (its bulk configuration included) survives, and the page cache is
+	// back to its usual size.
 	if err := p.closeWriter(); err != nil {
 		return err
 	}
