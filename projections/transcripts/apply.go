@@ -18,6 +18,9 @@ import (
 // stateEvents change rows (lane events create, end and reopen session rows;
 // transcript events change messages and sessions); every other event only
 // moves the checkpoint. An error leaves the file as it was before the batch.
+// In a bulk load (BeginBulk) the transaction spans batches and commits every
+// bulkCommitEvents events: an error then takes the file back to the last
+// commit, with its checkpoint, and clamps are reported before the commit.
 func (p *Projection) Apply(ctx context.Context, batch []events.Envelope) (err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
