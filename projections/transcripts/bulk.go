@@ -26,8 +26,8 @@ import (
 // large FTS5 term hash and no automatic merges; then, in the transaction
 // that built the trigram index, it copies the scratch file's shadow tables
 // in, creates the triggers again from schema.sql (the same DDL, byte for
-// byte), deletes the bulk FTS5 settings (the tables' configuration is the
-// DDL's again) and clears metaBulk. A file opened with metaBulk set (a
+// byte), puts the FTS5 settings it changed back as they were and clears
+// metaBulk. A file opened with metaBulk set (a
 // crash or an error during a bulk load) is finished by Open the same way.
 
 // metaBulk is the state_meta key set while the FTS triggers are dropped.
@@ -197,6 +197,26 @@ func ftsFill(table, src string) string {
 	return "INSERT INTO " + table + "(rowid, content) SELECT id, COALESCE(content, '') || ' ' || COALESCE(tool_name, '') || ' ' || COALESCE(tool_calls, '') FROM " + src + ".messages ORDER BY id"
 }
 
+// bulkConfigRestore returns the statements that put mainTable's
+// configuration rows for the keys bulkConfig sets back as they are now
+// (a migration may have set them; without a row, FTS5's default).
+func bulkConfigRestore(ctx context.Context, conn *sql.Conn) ([]string, error) {
+	stmts := []string{"DELETE FROM main." + mainTable + "_config WHERE k IN ('hashsize', 'automerge')"}
+	rows, err := conn.QueryContext(ctx, "SELECT k, quote(v) FROM main."+mainTable+"_config WHERE k IN ('hashsize', 'automerge')")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		stmts = append(stmts, "INSERT INTO main."+mainTable+"_config (k, v) VALUES ('"+k+"', "+v+")")
+	}
+	return stmts, rows.Err()
+}
+
 // bulkConfig sets FTS5's bulk configuration of table (a large term hash,
 // no automatic merges: one segment per bulkHashSize of postings).
 func bulkConfig(table string) []string {
@@ -267,6 +287,10 @@ func (p *Projection) installFTS(ctx context.Context, built <-chan error) (err er
 	// Both FTS tables are empty (a bulk load starts at position 0 and
 	// writes neither): these deletes cost nothing, they make sure.
 	stmts := []string{"DELETE FROM main." + mainTable, "DELETE FROM main." + sideTable}
+	restore, err := bulkConfigRestore(ctx, p.conn)
+	if err != nil {
+		return errors.Join(err, <-built)
+	}
 	stmts = append(append(stmts, bulkConfig(mainTable)...), ftsFill(mainTable, "main"))
 	if err := exec(stmts...); err != nil {
 		return errors.Join(err, <-built)
@@ -280,10 +304,8 @@ func (p *Projection) installFTS(ctx context.Context, built <-chan error) (err er
 			"INSERT INTO main."+sideTable+s+" SELECT * FROM build."+sideTable+s)
 	}
 	_, ddl := ftsTriggers()
-	stmts = append(stmts, ddl...)
+	stmts = append(append(stmts, ddl...), restore...)
 	return exec(append(stmts,
-		// The bulk configuration rows go: FTS5's defaults again.
-		"DELETE FROM main."+mainTable+"_config WHERE k IN ('hashsize', 'automerge')",
 		"DELETE FROM state_meta WHERE key = '"+metaBulk+"'",
 		"COMMIT")...)
 }

@@ -146,6 +146,31 @@ func TestBulkLoadInterruptedIsFinishedByOpen(t *testing.T) {
 	ftsIntegrity(t, reopened, nil)
 }
 
+// TestBulkLoadKeepsFTSConfiguration: FTS5 settings in the file before a
+// bulk load (a migration's) are there after it, unchanged.
+func TestBulkLoadKeepsFTSConfiguration(t *testing.T) {
+	p := openTemp(t)
+	ctx := context.Background()
+	if _, err := p.conn.ExecContext(ctx, "INSERT INTO messages_fts_trigram(messages_fts_trigram, rank) VALUES ('automerge', 8)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginBulk(ctx); err != nil {
+		t.Fatalf("BeginBulk: %v", err)
+	}
+	applyBatches(t, p, bulkHistory()[:500], 100)
+	if err := p.EndBulk(ctx); err != nil {
+		t.Fatalf("EndBulk: %v", err)
+	}
+	var keys string
+	if err := p.conn.QueryRowContext(ctx, "SELECT group_concat(k || '=' || v) FROM (SELECT k, v FROM messages_fts_trigram_config ORDER BY k)").Scan(&keys); err != nil {
+		t.Fatal(err)
+	}
+	if keys != "automerge=8,version=4" {
+		t.Errorf("trigram configuration after a bulk load = %q, want automerge=8,version=4", keys)
+	}
+	ftsIntegrity(t, p, nil)
+}
+
 // TestEndBulkWithoutBeginIsANoOp: EndBulk outside a bulk load changes
 // nothing.
 func TestEndBulkWithoutBeginIsANoOp(t *testing.T) {
