@@ -482,6 +482,14 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	order := r.URL.Query().Get("order")
+	switch order {
+	case "", "rank":
+		order = transcripts.OrderRank
+	case transcripts.OrderRecent:
+	default:
+		return fmt.Errorf("%w: order must be rank or recent", errBadRequest)
+	}
 	var filters [3][]string
 	for i, name := range []string{"source", "exclude_source", "role"} {
 		if filters[i], err = listQuery(r, name); err != nil {
@@ -490,6 +498,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 	}
 	results, err := s.Transcripts.Search(r.Context(), transcripts.SearchQuery{
 		Query: q, Sources: filters[0], ExcludeSources: filters[1], Roles: filters[2], Limit: limit, Offset: offset,
+		Order: order,
 	})
 	if err != nil {
 		return err

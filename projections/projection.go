@@ -33,3 +33,14 @@ type Projection interface {
 type Caught interface {
 	CaughtUp(ctx context.Context) error
 }
+
+// BulkLoader is implemented by projections that apply a long history from
+// position 0 faster in a bulk mode (the transcripts projection builds its
+// full-text indexes once at the end). The runner calls BeginBulk before
+// such a catch-up and EndBulk when it is done, also after an error, unless
+// the context was cancelled: a projection must finish an interrupted bulk
+// load by itself when it is opened again.
+type BulkLoader interface {
+	BeginBulk(ctx context.Context) error
+	EndBulk(ctx context.Context) error
+}

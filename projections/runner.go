@@ -175,9 +175,17 @@ func (r *Runner) CatchUp(ctx context.Context, progress func(done, total uint64))
 		defer mu.Unlock()
 		progress(r.Applied(), head)
 	}
+	feeds, err := r.sharedFeed(ctx, head)
+	if err != nil {
+		return fmt.Errorf("catch up: %w", err)
+	}
 	errs := make(chan error, len(r.projections))
-	for _, p := range r.projections {
-		go func() { errs <- r.catchUp(ctx, p, head, report) }()
+	for i, p := range r.projections {
+		var feed <-chan batchOrErr
+		if feeds != nil {
+			feed = feeds[i]
+		}
+		go func() { errs <- r.catchUp(ctx, p, head, feed, report) }()
 	}
 	var first error
 	for range r.projections {
@@ -188,30 +196,109 @@ func (r *Runner) CatchUp(ctx context.Context, progress func(done, total uint64))
 	return first
 }
 
-func (r *Runner) catchUp(ctx context.Context, p Projection, head uint64, report func()) error {
+// BulkMinEvents is the smallest catch-up from position 0 for which the
+// runner puts a [BulkLoader] in bulk mode.
+var BulkMinEvents uint64 = 10_000
+
+// batchOrErr is one batch read for a shared catch-up, or why none could be.
+type batchOrErr struct {
+	batch []events.Envelope
+	err   error
+}
+
+// sharedFeed returns one channel of batches per projection, all fed by
+// one reader, when every projection starts from the same checkpoint (a
+// rebuild, a first start): each event is then read and decoded once
+// instead of once per projection. Otherwise (nil) each projection reads
+// for itself. Each channel holds a few batches, so the projections run
+// at their own pace; the reader stops when ctx is done.
+func (r *Runner) sharedFeed(ctx context.Context, head uint64) ([]chan batchOrErr, error) {
+	if len(r.projections) < 2 {
+		return nil, nil
+	}
+	var from uint64
+	for i, p := range r.projections {
+		pos, err := p.Checkpoint(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.Name(), err)
+		}
+		if i > 0 && pos != from {
+			return nil, nil
+		}
+		from = pos
+	}
+	feeds := make([]chan batchOrErr, len(r.projections))
+	for i := range feeds {
+		feeds[i] = make(chan batchOrErr, 4)
+	}
+	go func() {
+		defer func() {
+			for _, f := range feeds {
+				close(f)
+			}
+		}()
+		send := func(b batchOrErr) bool {
+			for _, f := range feeds {
+				select {
+				case f <- b:
+				case <-ctx.Done():
+					return false
+				}
+			}
+			return true
+		}
+		for pos := from; pos < head; {
+			batch, err := r.store.ReadAll(ctx, pos, MaxBatch)
+			if err != nil {
+				send(batchOrErr{err: err})
+				return
+			}
+			if len(batch) == 0 || !send(batchOrErr{batch: batch}) {
+				return
+			}
+			pos = batch[len(batch)-1].Position
+		}
+	}()
+	return feeds, nil
+}
+
+func (r *Runner) catchUp(ctx context.Context, p Projection, head uint64, feed <-chan batchOrErr, report func()) error {
+	if feed != nil {
+		// Whatever happens, the shared reader must not wait on this
+		// projection's feed (after applyFeed it is closed and empty).
+		defer func() {
+			for range feed {
+			}
+		}()
+	}
 	pos, err := p.Checkpoint(ctx)
 	if err != nil {
 		return fmt.Errorf("catch up %s: %w", p.Name(), err)
 	}
-	for pos < head {
-		batch, err := r.store.ReadAll(ctx, pos, MaxBatch)
-		if err != nil {
+	b, bulk := p.(BulkLoader)
+	bulk = bulk && pos == 0 && head >= BulkMinEvents
+	if bulk {
+		if err := b.BeginBulk(ctx); err != nil {
 			return fmt.Errorf("catch up %s: %w", p.Name(), err)
 		}
-		if len(batch) == 0 {
-			break
+	}
+	if feed != nil {
+		pos, err = r.applyFeed(ctx, p, pos, feed, report)
+	} else {
+		pos, err = r.applyUpTo(ctx, p, pos, head, report)
+	}
+	if bulk && (err == nil || ctx.Err() == nil) {
+		if endErr := b.EndBulk(ctx); endErr != nil {
+			err = errors.Join(err, fmt.Errorf("catch up %s: %w", p.Name(), endErr))
 		}
-		if err := p.Apply(ctx, batch); err != nil {
-			if errors.Is(err, events.ErrStorageFull) {
-				// Run retries from the checkpoint; until then the
-				// server says why it is not ready.
-				r.storageFailed(p.Name(), err, r.backoff.Min)
-			}
-			return fmt.Errorf("catch up %s: %w", p.Name(), err)
+	}
+	if err != nil {
+		if errors.Is(err, events.ErrStorageFull) {
+			// Run retries from the checkpoint; until then the server
+			// says why it is not ready.
+			r.storageFailed(p.Name(), err, r.backoff.Min)
 		}
-		pos = batch[len(batch)-1].Position
-		r.setApplied(p.Name(), pos)
-		report()
+		return err
 	}
 	r.setApplied(p.Name(), pos)
 	if c, ok := p.(Caught); ok {
@@ -220,6 +307,54 @@ func (r *Runner) catchUp(ctx context.Context, p Projection, head uint64, report 
 		}
 	}
 	return nil
+}
+
+// applyFeed applies the batches of a shared feed and returns the position
+// reached. It drains the feed after an error, so that the reader is never
+// left waiting on it.
+func (r *Runner) applyFeed(ctx context.Context, p Projection, pos uint64, feed <-chan batchOrErr, report func()) (uint64, error) {
+	var err error
+	for b := range feed {
+		if err != nil {
+			continue
+		}
+		if b.err != nil {
+			err = fmt.Errorf("catch up %s: %w", p.Name(), b.err)
+			continue
+		}
+		if applyErr := p.Apply(ctx, b.batch); applyErr != nil {
+			err = fmt.Errorf("catch up %s: %w", p.Name(), applyErr)
+			continue
+		}
+		pos = b.batch[len(b.batch)-1].Position
+		r.setApplied(p.Name(), pos)
+		report()
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return pos, err
+}
+
+// applyUpTo applies the log from pos to head in batches and returns the
+// position reached.
+func (r *Runner) applyUpTo(ctx context.Context, p Projection, pos, head uint64, report func()) (uint64, error) {
+	for pos < head {
+		batch, err := r.store.ReadAll(ctx, pos, MaxBatch)
+		if err != nil {
+			return pos, fmt.Errorf("catch up %s: %w", p.Name(), err)
+		}
+		if len(batch) == 0 {
+			break
+		}
+		if err := p.Apply(ctx, batch); err != nil {
+			return pos, fmt.Errorf("catch up %s: %w", p.Name(), err)
+		}
+		pos = batch[len(batch)-1].Position
+		r.setApplied(p.Name(), pos)
+		report()
+	}
+	return pos, nil
 }
 
 // Run feeds every projection live until ctx is done (nil) or a projection

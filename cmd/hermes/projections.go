@@ -139,11 +139,13 @@ func rebuildReadModels(ctx context.Context, h homeLayout, spec storeSpec, stderr
 		}
 	}
 	head, _ := store.Head(ctx)
+	took := time.Since(start)
+	rate := float64(head) / max(took.Seconds(), 1e-3)
 	if !spec.embedded() {
-		fmt.Fprintf(stderr, "rebuilt the read models up to position %d of %s in %s\n", head, spec, time.Since(start).Round(time.Millisecond))
+		fmt.Fprintf(stderr, "rebuilt the read models up to position %d of %s in %s (%.0f events/s)\n", head, spec, took.Round(time.Millisecond), rate)
 		return nil
 	}
-	fmt.Fprintf(stderr, "rebuilt the read models from %d events in %s\n", head, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stderr, "rebuilt the read models from %d events in %s (%.0f events/s)\n", head, took.Round(time.Millisecond), rate)
 	return nil
 }
 

@@ -19,6 +19,9 @@ import (
 // stateEvents change rows (lane events create, end and reopen session rows;
 // transcript events change messages and sessions); every other event only
 // moves the checkpoint. An error leaves the file as it was before the batch.
+// In a bulk load (BeginBulk) the transaction spans batches and commits every
+// bulkCommitEvents events: an error then takes the file back to the last
+// commit, with its checkpoint, and clamps are reported before the commit.
 func (p *Projection) Apply(ctx context.Context, batch []events.Envelope) error {
 	// A full disk is said so (events.ErrStorageFull): the runner retries
 	// the batch, the transaction having rolled back.
@@ -34,15 +37,21 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 	if len(batch) == 0 {
 		return nil
 	}
-	if _, err := p.stmts.begin.ExecContext(ctx); err != nil {
-		return fmt.Errorf("apply: begin: %w", err)
+	// In a bulk load, one transaction spans many batches (see bulkTx).
+	if !p.bulkTx {
+		if _, err := p.stmts.begin.ExecContext(ctx); err != nil {
+			return fmt.Errorf("apply: begin: %w", err)
+		}
+		p.bulkTx = p.bulk
 	}
 	committed := false
 	defer func() {
-		if !committed {
-			if _, rbErr := p.stmts.rollback.ExecContext(context.Background()); rbErr != nil {
-				err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
-			}
+		if committed || (p.bulkTx && err == nil) {
+			return
+		}
+		p.bulkTx, p.bulkPending = false, 0
+		if _, rbErr := p.stmts.rollback.ExecContext(context.Background()); rbErr != nil {
+			err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
 		}
 	}()
 	if err := p.limit.Apply(ctx, p.conn); err != nil {
@@ -89,8 +98,14 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 	if _, err := p.stmts.setCheckpoint.ExecContext(ctx, strconv.FormatUint(last, 10)); err != nil {
 		return fmt.Errorf("apply: write checkpoint: %w", err)
 	}
-	if _, err := p.stmts.commit.ExecContext(ctx); err != nil {
-		return fmt.Errorf("apply: commit: %w", err)
+	if p.bulkTx {
+		p.bulkPending += len(batch)
+	}
+	if !p.bulkTx || p.bulkPending >= bulkCommitEvents {
+		p.bulkTx, p.bulkPending = false, 0
+		if _, err := p.stmts.commit.ExecContext(ctx); err != nil {
+			return fmt.Errorf("apply: commit: %w", err)
+		}
 	}
 	committed = true
 	if p.clamps != nil {

@@ -187,6 +187,12 @@ func BenchmarkSearch(b *testing.B) {
 	p := openAt(b, path)
 	built := time.Now()
 	messages := 0
+	if statErr != nil {
+		// A new corpus is built as a rebuild builds it (bulk.go).
+		if err := p.BeginBulk(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for messages < n {
 		batch := c.events(projections.MaxBatch)
 		for _, e := range batch {
@@ -199,6 +205,9 @@ func BenchmarkSearch(b *testing.B) {
 		}
 	}
 	if statErr != nil {
+		if err := p.EndBulk(context.Background()); err != nil {
+			b.Fatal(err)
+		}
 		b.Logf("corpus: %d messages, %d events, built in %s", messages, len(c.h.all), time.Since(built).Round(time.Millisecond))
 	}
 

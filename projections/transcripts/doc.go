@@ -30,6 +30,19 @@
 // the result is the one-event-at-a-time result (the property test checks
 // it). The trigram index still dominates the cost of a message.
 //
+// A catch-up from position 0 (a rebuild, a new [Name], a file rebuilt on
+// open) runs as a bulk load (bulk.go): the FTS triggers are dropped, the
+// batches commit every 64k events, and both FTS indexes are built once at
+// the end from the messages table, side by side on two cores, then the
+// triggers come back from schema.sql. The rows, FTS content and bm25
+// statistics are those of the incremental path (tests compare dumps,
+// integrity checks and search pages).
+//
+// Search (search.go) returns Hermes' page: every match scored by bm25(),
+// best first, equal scores by ascending id, then filters, LIMIT and OFFSET;
+// the ids come from a top-k ORDER BY and only the page is joined and gets
+// a snippet.
+//
 // The file is disposable — it can always be rebuilt from the event log — so
 // it is written with synchronous=NORMAL: a power cut may lose the last
 // committed batches, never corrupt the file, and the runner then re-applies

@@ -78,6 +78,13 @@ type Projection struct {
 	closed bool
 	// limit is the max_page_count of SetMaxPageCount.
 	limit storage.PageLimit
+
+	// bulk is set between BeginBulk and EndBulk; bulkTx while Apply
+	// keeps its transaction open across batches (bulkPending events so
+	// far, committed every bulkCommitEvents).
+	bulk        bool
+	bulkTx      bool
+	bulkPending int
 }
 
 // SetMaxPageCount bounds the file's growth to n pages from the next batch
@@ -106,6 +113,12 @@ func open(path, name string) (*Projection, error) {
 	p := &Projection{path: abs, name: name}
 	if err := p.openWriter(); err != nil {
 		return nil, fmt.Errorf("open transcripts %s: %w", abs, err)
+	}
+	// A bulk load that did not finish (a crash, an error) is finished
+	// before anything reads the file: the FTS indexes are built from the
+	// messages and the triggers are back.
+	if err := p.finishBulk(context.Background()); err != nil {
+		return nil, errors.Join(fmt.Errorf("open transcripts %s: finish bulk load: %w", abs, err), p.closeWriter())
 	}
 	r, err := openReader(abs)
 	if err != nil {
@@ -388,6 +401,8 @@ func (p *Projection) Close() error {
 	}
 	p.closed = true
 	var errs []error
+	// A bulk load's open transaction is kept: Open finishes the load.
+	errs = append(errs, p.commitBulkTx(context.Background()))
 	if p.Reader != nil {
 		errs = append(errs, p.Reader.Close())
 	}

@@ -22,7 +22,22 @@ type SearchQuery struct {
 	Roles []string
 	// Limit is the page size (< 1: 20); Offset skips that many matches.
 	Limit, Offset int
+	// Order is how full-text matches are ordered: OrderRank (""; the
+	// default, Hermes' order) or OrderRecent. The LIKE path of short CJK
+	// terms is newest first either way, as in Hermes.
+	Order string
 }
+
+// The orders of full-text results.
+const (
+	// OrderRank is Hermes' order: every match scored by FTS5's bm25(),
+	// best first; equal scores by ascending message id.
+	OrderRank = ""
+	// OrderRecent ranks by bm25() only the rankWindow most recent matches:
+	// bounded time on a common word, but not Hermes' results. Only on
+	// request.
+	OrderRecent = "recent"
+)
 
 // SearchResult is one matching message.
 type SearchResult struct {
@@ -62,8 +77,10 @@ const defaultSearchLimit = 20
 // no results. A query with CJK characters uses the trigram index when
 // every CJK word has at least three CJK characters, else a substring
 // (LIKE) search whose terms are ORed, newest first; any other query uses
-// the unicode61 index, best match first. A query FTS5 cannot parse gives
-// no results, not an error.
+// the unicode61 index, best match first (every match scored by bm25, equal
+// scores by ascending id, as Hermes' SQLite returns them; q.Order may ask
+// for OrderRecent instead). A query FTS5 cannot parse gives no results,
+// not an error.
 func (r *Reader) Search(ctx context.Context, q SearchQuery) ([]SearchResult, error) {
 	if strings.TrimSpace(q.Query) == "" {
 		return nil, nil
@@ -168,17 +185,136 @@ func filters(q SearchQuery, where []string, args []any) ([]string, []any) {
 	return where, args
 }
 
-// rankWindow bounds how many matches are ranked: the best matches are
-// chosen among the rankWindow most recent ones. FTS5 must score every
-// match before it can order by rank, so an unbounded rank made a common
-// word cost hundreds of milliseconds over a million messages; with the
-// window it costs a few. A query with fewer matches is ranked exactly as
-// before (docs/COMPATIBILITY.md).
+// rankWindow bounds how many matches OrderRecent ranks: the best matches
+// are chosen among the rankWindow most recent ones (or 4×(limit+offset),
+// if more). A query with fewer matches is ranked as Hermes ranks it.
 const rankWindow = 1024
 
 // ftsMatch queries one of the two FTS tables (a fixed name, never user
-// input) best match first, among the rankWindow most recent matches.
+// input) for the page Hermes' statement returns: every match scored by
+// bm25() (FTS5's rank), best first, equal scores by ascending message id —
+// the order Hermes gets, since SQLite's sorter is stable and FTS5 feeds it
+// ascending rowids (TestSearchTiesByAscendingID) — then the filters, then
+// LIMIT and OFFSET. It gets there in two steps: bestIDs finds the ids of the
+// page, then pageRows joins only those and computes their snippets.
+// Hermes' own statement (ORDER BY rank) makes FTS5 sort every match
+// before the first row comes out; a top-k ORDER BY keeps only the best
+// limit+offset rows and does about half the work. With OrderRecent, only
+// the rankWindow most recent matches are ranked (one statement).
 func ftsMatch(ctx context.Context, tx *sql.Tx, table, query string, q SearchQuery, limit, offset int) ([]match, error) {
+	if q.Order == OrderRecent {
+		return recentMatch(ctx, tx, table, query, q, limit, offset)
+	}
+	ids, err := bestIDs(ctx, tx, table, query, q, limit+offset)
+	if err != nil || len(ids) <= offset {
+		return nil, err
+	}
+	return pageRows(ctx, tx, table, query, ids[offset:])
+}
+
+// maxCandidates bounds how many of the best matches bestIDs reads before
+// it filters them in Go; past it, one statement joins every match. A
+// variable for tests, which run both ways.
+var maxCandidates = 8192
+
+// bestIDs returns the ids of the n best matches that pass the filters
+// (active, sources, roles), best first. It reads the k best matches
+// without joining them (k = 2n at first), keeps those that pass, and reads
+// 8 times as many while fewer than n passed and more matches exist: the
+// matches the filters drop cannot move the others, so the result is the
+// same as filtering first. Over maxCandidates it joins every match to the
+// filters in one statement instead.
+func bestIDs(ctx context.Context, tx *sql.Tx, table, query string, q SearchQuery, n int) ([]int64, error) {
+	for k := max(2*n, 64); k <= maxCandidates; k *= 8 {
+		cands, err := queryIDs(tx.QueryContext(ctx, `SELECT rowid, bm25(`+table+`) AS score FROM `+table+`
+			WHERE `+table+` MATCH ? ORDER BY score, rowid LIMIT ?`, query, k))
+		if err != nil || len(cands) == 0 {
+			return nil, err
+		}
+		where, args := filters(q, []string{"m.id IN (" + placeholders(len(cands)) + ")", "m.active = 1"}, int64s(cands))
+		pass, err := queryIDs(tx.QueryContext(ctx, `SELECT m.id, 0 FROM messages m JOIN sessions s ON s.id = m.session_id
+			WHERE `+strings.Join(where, " AND "), args...))
+		if err != nil {
+			return nil, err
+		}
+		kept := make(map[int64]bool, len(pass))
+		for _, id := range pass {
+			kept[id] = true
+		}
+		out := make([]int64, 0, n)
+		for _, id := range cands {
+			if kept[id] && len(out) < n {
+				out = append(out, id)
+			}
+		}
+		if len(out) == n || len(cands) < k {
+			return out, nil
+		}
+	}
+	where, args := filters(q, []string{table + " MATCH ?", "m.active = 1"}, []any{query})
+	return queryIDs(tx.QueryContext(ctx, `SELECT m.id, bm25(`+table+`) AS score FROM `+table+`
+		JOIN messages m ON m.id = `+table+`.rowid
+		JOIN sessions s ON s.id = m.session_id
+		WHERE `+strings.Join(where, " AND ")+`
+		ORDER BY score, m.id LIMIT ?`, append(args, n)...))
+}
+
+// queryIDs reads the first column of (id, anything) rows.
+func queryIDs(rows *sql.Rows, err error) ([]int64, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var id int64
+		var ignored any
+		if err := rows.Scan(&id, &ignored); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+func int64s(ids []int64) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}
+
+// pageRows returns the result rows of ids, in that order, with the
+// snippets of `table MATCH query`.
+func pageRows(ctx context.Context, tx *sql.Tx, table, query string, ids []int64) ([]match, error) {
+	rows, err := scanResults(tx.QueryContext(ctx, `
+		SELECT m.id, m.session_id, m.role, snippet(`+table+`, 0, '>>>', '<<<', '...', 40) AS snippet,
+			m.content, m.timestamp, m.tool_name, s.source, s.model, s.started_at AS session_started
+		FROM `+table+`
+		JOIN messages m ON m.id = `+table+`.rowid
+		JOIN sessions s ON s.id = m.session_id
+		WHERE `+table+` MATCH ? AND `+table+`.rowid IN (`+placeholders(len(ids))+`)`,
+		append([]any{query}, int64s(ids)...)...))
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[int64]match, len(rows))
+	for _, m := range rows {
+		byID[m.ID] = m
+	}
+	out := make([]match, 0, len(ids))
+	for _, id := range ids {
+		if m, ok := byID[id]; ok {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// recentMatch is OrderRecent: Hermes' statement over the rankWindow most
+// recent matches only.
+func recentMatch(ctx context.Context, tx *sql.Tx, table, query string, q SearchQuery, limit, offset int) ([]match, error) {
 	window := max(rankWindow, 4*(limit+offset))
 	where, args := filters(q, []string{
 		table + " MATCH ?",

@@ -1,0 +1,318 @@
+package transcripts
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+)
+
+// A bulk load (a catch-up from position 0: a rebuild, a new projection
+// version, a file rebuilt because it was broken) skips the full-text
+// indexes while the events are applied and builds them once at the end,
+// from the messages table, which is what Hermes' triggers would have left
+// in them: one row per message, its content, tool name and tool calls
+// joined by spaces.
+//
+// BeginBulk drops Hermes' six FTS triggers and records metaBulk; Apply
+// then writes only the plain tables, one transaction per bulkCommitEvents
+// events (synchronous stays NORMAL: with so few commits it costs nothing).
+// EndBulk builds the unicode61 index in a scratch file on one core while
+// the trigram index is built in the file itself on the other, both with a
+// large FTS5 term hash and no automatic merges; then, in the transaction
+// that built the trigram index, it copies the scratch file's shadow tables
+// in, creates the triggers again from schema.sql (the same DDL, byte for
+// byte), puts the FTS5 settings it changed back as they were and clears
+// metaBulk. A file opened with metaBulk set (a
+// crash or an error during a bulk load) is finished by Open the same way.
+
+// metaBulk is the state_meta key set while the FTS triggers are dropped.
+const metaBulk = "hermes_bulk_load"
+
+// ftsTables are Hermes' two FTS tables; ftsShadowCopy the shadow tables a
+// bulk build copies (not _config: both sides hold the same version row).
+var (
+	ftsTables     = []string{"messages_fts", "messages_fts_trigram"}
+	ftsShadowCopy = []string{"_data", "_idx", "_content", "_docsize"}
+)
+
+// bulkCommitEvents is how many events a bulk load applies per
+// transaction (a batch is at most projections.MaxBatch): fewer commits,
+// and fewer rewrites of the same index pages. A variable for tests.
+var bulkCommitEvents = 64 * 1024
+
+// bulkCacheKiB is the writer's page cache during a bulk load, in KiB, so
+// that a transaction of bulkCommitEvents stays in memory.
+const bulkCacheKiB = 128 * 1024
+
+// commitBulkTx commits the transaction a bulk load keeps open, if any.
+func (p *Projection) commitBulkTx(ctx context.Context) error {
+	if !p.bulkTx {
+		return nil
+	}
+	p.bulkTx, p.bulkPending = false, 0
+	if _, err := p.conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return fmt.Errorf("commit bulk load: %w", err)
+	}
+	return nil
+}
+
+// bulkHashSize is FTS5's in-memory term hash during a bulk build (the
+// default is 1 MiB): a flush per 64 MiB of postings instead of per MiB.
+const bulkHashSize = 64 << 20
+
+// ftsTriggers returns the CREATE TRIGGER statements of the FTS triggers in
+// schema.sql, by name, in file order.
+func ftsTriggers() (names, ddl []string) {
+	re := regexp.MustCompile(`(?s)CREATE TRIGGER IF NOT EXISTS (messages_fts\w*) .*?\nEND;`)
+	for _, m := range re.FindAllStringSubmatch(schemaSQL, -1) {
+		names = append(names, m[1])
+		ddl = append(ddl, m[0])
+	}
+	return names, ddl
+}
+
+// ftsDDL returns the CREATE VIRTUAL TABLE statement of table in schema.sql.
+func ftsDDL(table string) (string, error) {
+	re := regexp.MustCompile(`(?s)CREATE VIRTUAL TABLE IF NOT EXISTS ` + table + ` USING fts5\(.*?\);`)
+	ddl := re.FindString(schemaSQL)
+	if ddl == "" {
+		return "", fmt.Errorf("no DDL for %s in schema.sql", table)
+	}
+	return ddl, nil
+}
+
+// BeginBulk starts a bulk load: the FTS triggers are dropped until
+// EndBulk. The runner calls it before it catches up from position 0.
+func (p *Projection) BeginBulk(ctx context.Context) (err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return fmt.Errorf("begin bulk load: %w", ErrClosed)
+	}
+	if _, err := p.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("begin bulk load: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_, rbErr := p.conn.ExecContext(context.Background(), "ROLLBACK")
+			err = errors.Join(err, rbErr)
+		}
+	}()
+	names, _ := ftsTriggers()
+	for _, n := range names {
+		if _, err := p.conn.ExecContext(ctx, "DROP TRIGGER IF EXISTS "+n); err != nil {
+			return fmt.Errorf("begin bulk load: %w", err)
+		}
+	}
+	if _, err := p.conn.ExecContext(ctx, "INSERT INTO state_meta (key, value) VALUES (?, '1') ON CONFLICT(key) DO UPDATE SET value = '1'", metaBulk); err != nil {
+		return fmt.Errorf("begin bulk load: %w", err)
+	}
+	if _, err := p.conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return fmt.Errorf("begin bulk load: %w", err)
+	}
+	if _, err := p.conn.ExecContext(ctx, fmt.Sprintf("PRAGMA cache_size = -%d", bulkCacheKiB)); err != nil {
+		return fmt.Errorf("begin bulk load: %w", err)
+	}
+	p.bulk = true
+	return nil
+}
+
+// EndBulk builds both FTS indexes from the messages table and puts the
+// triggers back (see BeginBulk). Without a bulk load under way it does
+// nothing.
+func (p *Projection) EndBulk(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return fmt.Errorf("end bulk load: %w", ErrClosed)
+	}
+	if err := p.finishBulk(ctx); err != nil {
+		return fmt.Errorf("end bulk load: %w", err)
+	}
+	return nil
+}
+
+// inBulk reports whether metaBulk is set.
+func inBulk(ctx context.Context, q queryer) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, "SELECT count(*) FROM state_meta WHERE key = ?", metaBulk).Scan(&n)
+	return n > 0, err
+}
+
+// finishBulk is EndBulk with p.mu held; Open calls it too.
+func (p *Projection) finishBulk(ctx context.Context) error {
+	if err := p.commitBulkTx(ctx); err != nil {
+		return err
+	}
+	p.bulk = false
+	bulk, err := inBulk(ctx, p.conn)
+	if err != nil || !bulk {
+		return err
+	}
+	// The scratch file exists before the build starts so that it can be
+	// attached now: ATTACH cannot run inside installFTS's transaction.
+	scratch := p.path + ".fts-build"
+	removeDB(scratch)
+	defer removeDB(scratch)
+	if err := createPrivate(scratch); err != nil {
+		return err
+	}
+	if _, err := p.conn.ExecContext(ctx, "ATTACH DATABASE '"+strings.ReplaceAll(scratch, "'", "''")+"' AS build"); err != nil {
+		return err
+	}
+	built := make(chan error, 1)
+	go func() { built <- buildFTS(ctx, p.path, scratch, sideTable) }()
+	err = p.installFTS(ctx, built)
+	if _, dErr := p.conn.ExecContext(context.Background(), "DETACH DATABASE build"); dErr != nil {
+		err = errors.Join(err, dErr)
+	}
+	if err != nil {
+		return err
+	}
+	// A fresh writer connection: nothing FTS5 cached about the tables
+	// (its bulk configuration included) survives, and the page cache is
+	// back to its usual size.
+	if err := p.closeWriter(); err != nil {
+		return err
+	}
+	p.stmts, p.conn, p.wdb = nil, nil, nil
+	return p.openWriter()
+}
+
+// sideTable is the FTS table a bulk load builds in a scratch file (the
+// smaller index: less to copy); mainTable is built in the file itself.
+const (
+	sideTable = "messages_fts"
+	mainTable = "messages_fts_trigram"
+)
+
+// ftsFill fills an empty FTS table from the messages of schema src, as
+// Hermes' insert trigger would.
+func ftsFill(table, src string) string {
+	return "INSERT INTO " + table + "(rowid, content) SELECT id, COALESCE(content, '') || ' ' || COALESCE(tool_name, '') || ' ' || COALESCE(tool_calls, '') FROM " + src + ".messages ORDER BY id"
+}
+
+// bulkConfigRestore returns the statements that put mainTable's
+// configuration rows for the keys bulkConfig sets back as they are now
+// (a migration may have set them; without a row, FTS5's default).
+func bulkConfigRestore(ctx context.Context, conn *sql.Conn) ([]string, error) {
+	stmts := []string{"DELETE FROM main." + mainTable + "_config WHERE k IN ('hashsize', 'automerge')"}
+	rows, err := conn.QueryContext(ctx, "SELECT k, quote(v) FROM main."+mainTable+"_config WHERE k IN ('hashsize', 'automerge')")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		stmts = append(stmts, "INSERT INTO main."+mainTable+"_config (k, v) VALUES ('"+k+"', "+v+")")
+	}
+	return stmts, rows.Err()
+}
+
+// bulkConfig sets FTS5's bulk configuration of table (a large term hash,
+// no automatic merges: one segment per bulkHashSize of postings).
+func bulkConfig(table string) []string {
+	return []string{
+		fmt.Sprintf("INSERT INTO %s(%s, rank) VALUES ('hashsize', %d)", table, table, bulkHashSize),
+		fmt.Sprintf("INSERT INTO %s(%s, rank) VALUES ('automerge', 0)", table, table),
+	}
+}
+
+// buildFTS creates table (Hermes' DDL) in a new scratch file and fills it
+// from the messages of the file at src.
+func buildFTS(ctx context.Context, src, scratch, table string) error {
+	ddl, err := ftsDDL(table)
+	if err != nil {
+		return err
+	}
+	q := url.Values{}
+	for _, pragma := range []string{"synchronous(OFF)", "journal_mode(OFF)", "cache_size(-16384)"} {
+		q.Add("_pragma", pragma)
+	}
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: scratch, RawQuery: q.Encode()}).String())
+	if err != nil {
+		return fmt.Errorf("build %s: %w", table, err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("build %s: %w", table, err)
+	}
+	defer conn.Close()
+	for _, stmt := range append(append([]string{
+		"ATTACH DATABASE '" + strings.ReplaceAll((&url.URL{Scheme: "file", Path: src, RawQuery: "mode=ro"}).String(), "'", "''") + "' AS src",
+		ddl,
+	}, bulkConfig(table)...), "BEGIN", ftsFill(table, "src"), "COMMIT") {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("build %s: %w", table, err)
+		}
+	}
+	return nil
+}
+
+// installFTS builds mainTable in the file and, once buildFTS is done
+// (built), replaces the shadow tables of sideTable with those of the
+// scratch file (attached as build), creates the triggers, leaves the FTS
+// configuration as Hermes' DDL made it and clears metaBulk: one
+// transaction.
+func (p *Projection) installFTS(ctx context.Context, built <-chan error) (err error) {
+	// BEGIN, not BEGIN IMMEDIATE, which would lock the attached scratch
+	// file that buildFTS is writing: the first write locks the file.
+	if _, err := p.conn.ExecContext(ctx, "BEGIN"); err != nil {
+		return errors.Join(err, <-built)
+	}
+	defer func() {
+		if err != nil {
+			_, rbErr := p.conn.ExecContext(context.Background(), "ROLLBACK")
+			err = errors.Join(err, rbErr)
+		}
+	}()
+	exec := func(stmts ...string) error {
+		for _, stmt := range stmts {
+			if _, err := p.conn.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("%.60s: %w", stmt, err)
+			}
+		}
+		return nil
+	}
+	// Both FTS tables are empty (a bulk load starts at position 0 and
+	// writes neither): these deletes cost nothing, they make sure.
+	stmts := []string{"DELETE FROM main." + mainTable, "DELETE FROM main." + sideTable}
+	restore, err := bulkConfigRestore(ctx, p.conn)
+	if err != nil {
+		return errors.Join(err, <-built)
+	}
+	stmts = append(append(stmts, bulkConfig(mainTable)...), ftsFill(mainTable, "main"))
+	if err := exec(stmts...); err != nil {
+		return errors.Join(err, <-built)
+	}
+	if err := <-built; err != nil {
+		return err
+	}
+	stmts = nil
+	for _, s := range ftsShadowCopy { // the averages and structure records too
+		stmts = append(stmts, "DELETE FROM main."+sideTable+s,
+			"INSERT INTO main."+sideTable+s+" SELECT * FROM build."+sideTable+s)
+	}
+	_, ddl := ftsTriggers()
+	stmts = append(append(stmts, ddl...), restore...)
+	return exec(append(stmts,
+		"DELETE FROM state_meta WHERE key = '"+metaBulk+"'",
+		"COMMIT")...)
+}
+
+// removeDB removes a scratch database file and its journals.
+func removeDB(path string) {
+	for _, suffix := range []string{"", "-journal", "-wal", "-shm"} {
+		_ = os.Remove(path + suffix)
+	}
+}

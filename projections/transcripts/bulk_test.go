@@ -1,0 +1,187 @@
+package transcripts
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	gocmp "github.com/google/go-cmp/cmp"
+
+	"hermes/events"
+)
+
+// bulkHistory is a generated history with rewinds (updates of messages,
+// which the FTS triggers follow) between the appends.
+func bulkHistory() []events.Envelope {
+	c := newCorpus(5, 15)
+	c.events(1500)
+	for _, sid := range []string{"20260301_000000_00000002", "20260301_000000_00000009"} {
+		c.h.tr(sid, events.TurnsRewound{SessionID: sid, TargetMessageID: 0, TurnsUndone: 1, At: c.now})
+	}
+	c.events(1000)
+	return c.h.all
+}
+
+func applyBatches(t *testing.T, p *Projection, envs []events.Envelope, size int) {
+	t.Helper()
+	for i := 0; i < len(envs); i += size {
+		mustApply(t, p, envs[i:min(i+size, len(envs))])
+	}
+}
+
+// ftsIntegrity runs FTS5's integrity check on both indexes (it compares
+// the index with the content) and returns the page of bm25 scores of a few
+// queries, for comparison.
+func ftsIntegrity(t *testing.T, p *Projection, queries []string) map[string][]int64 {
+	t.Helper()
+	ctx := context.Background()
+	for _, table := range ftsTables {
+		if _, err := p.conn.ExecContext(ctx, "INSERT INTO "+table+"("+table+") VALUES ('integrity-check')"); err != nil {
+			t.Fatalf("%s integrity-check: %v", table, err)
+		}
+	}
+	out := map[string][]int64{}
+	for _, q := range queries {
+		out[q] = inOrder(search(t, p, SearchQuery{Query: q, Limit: 50}))
+	}
+	return out
+}
+
+// TestBulkLoadEqualsIncremental: a bulk load (triggers dropped, FTS built
+// at the end) leaves the same file as applying the events one batch at a
+// time with Hermes' triggers: same dump (schema objects, including the
+// triggers' DDL, and rows, including both FTS tables' content), both FTS
+// indexes pass FTS5's integrity check, and searches give the same pages.
+func TestBulkLoadEqualsIncremental(t *testing.T) {
+	envs := bulkHistory()
+	c := newCorpus(5, 15)
+	queries := []string{c.words[0], c.words[1] + " " + c.words[2], c.words[3][:3] + "*", `"` + c.words[0] + " " + c.words[1] + `"`, c.cjkWords[3], c.cjkWords[1]}
+
+	for _, commitEvery := range []int{bulkCommitEvents, 300} {
+		t.Run(fmt.Sprintf("commit every %d events", commitEvery), func(t *testing.T) {
+			defer func(old int) { bulkCommitEvents = old }(bulkCommitEvents)
+			bulkCommitEvents = commitEvery
+			testBulkLoadEqualsIncremental(t, envs, queries)
+		})
+	}
+}
+
+func testBulkLoadEqualsIncremental(t *testing.T, envs []events.Envelope, queries []string) {
+	live := openTemp(t)
+	applyBatches(t, live, envs, 64)
+	wantSearch := ftsIntegrity(t, live, queries)
+
+	bulk := openTemp(t)
+	ctx := context.Background()
+	if err := bulk.BeginBulk(ctx); err != nil {
+		t.Fatalf("BeginBulk: %v", err)
+	}
+	applyBatches(t, bulk, envs, 200)
+	if err := bulk.EndBulk(ctx); err != nil {
+		t.Fatalf("EndBulk: %v", err)
+	}
+	if diff := gocmp.Diff(dumpOf(t, live.Reader), dumpOf(t, bulk.Reader)); diff != "" {
+		t.Fatalf("dump of the bulk load (-incremental +bulk):\n%s", diff)
+	}
+	if diff := gocmp.Diff(wantSearch, ftsIntegrity(t, bulk, queries)); diff != "" {
+		t.Errorf("search pages (-incremental +bulk):\n%s", diff)
+	}
+	// FTS5's configuration is the DDL's (no bulk settings left), and the
+	// scratch file is gone.
+	for _, table := range ftsTables {
+		var keys string
+		if err := bulk.conn.QueryRowContext(ctx, "SELECT group_concat(k) FROM "+table+"_config").Scan(&keys); err != nil || keys != "version" {
+			t.Errorf("%s_config keys = %q, %v; want only version", table, keys, err)
+		}
+	}
+	if m, _ := filepath.Glob(bulk.path + ".*"); len(m) > 0 {
+		t.Errorf("left behind: %v", m)
+	}
+	// The triggers are back: later events reach the FTS indexes.
+	h := newHistory()
+	h.pos = uint64(len(envs))
+	h.lane("knew", created("knew", "snew", at(0)))
+	h.tr("snew", appended("snew", text("user", "a zebra crossing 斑马线路口"), at(1)))
+	for _, p := range []*Projection{live, bulk} {
+		mustApply(t, p, h.all)
+		for _, q := range []string{"zebra", "斑马线"} {
+			if got := len(search(t, p, SearchQuery{Query: q})); got != 1 {
+				t.Errorf("Search(%q) after the bulk load = %d results, want 1", q, got)
+			}
+		}
+	}
+	if diff := gocmp.Diff(dumpOf(t, live.Reader), dumpOf(t, bulk.Reader)); diff != "" {
+		t.Errorf("dump after more events (-incremental +bulk):\n%s", diff)
+	}
+}
+
+// TestBulkLoadInterruptedIsFinishedByOpen: a file closed in the middle of
+// a bulk load (no EndBulk: a crash or an error) gets its FTS indexes and
+// triggers when it is opened again.
+func TestBulkLoadInterruptedIsFinishedByOpen(t *testing.T) {
+	envs := bulkHistory()
+	live := openTemp(t)
+	applyBatches(t, live, envs, 512)
+
+	path := filepath.Join(t.TempDir(), "state.db")
+	p, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginBulk(context.Background()); err != nil {
+		t.Fatalf("BeginBulk: %v", err)
+	}
+	applyBatches(t, p, envs, 512)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reopened := openAt(t, path)
+	if bulk, err := inBulk(context.Background(), reopened.conn); err != nil || bulk {
+		t.Fatalf("after Open: bulk load under way = %v, %v; want finished", bulk, err)
+	}
+	if diff := gocmp.Diff(dumpOf(t, live.Reader), dumpOf(t, reopened.Reader)); diff != "" {
+		t.Errorf("dump (-incremental +reopened):\n%s", diff)
+	}
+	ftsIntegrity(t, reopened, nil)
+}
+
+// TestBulkLoadKeepsFTSConfiguration: FTS5 settings in the file before a
+// bulk load (a migration's) are there after it, unchanged.
+func TestBulkLoadKeepsFTSConfiguration(t *testing.T) {
+	p := openTemp(t)
+	ctx := context.Background()
+	if _, err := p.conn.ExecContext(ctx, "INSERT INTO messages_fts_trigram(messages_fts_trigram, rank) VALUES ('automerge', 8)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginBulk(ctx); err != nil {
+		t.Fatalf("BeginBulk: %v", err)
+	}
+	applyBatches(t, p, bulkHistory()[:500], 100)
+	if err := p.EndBulk(ctx); err != nil {
+		t.Fatalf("EndBulk: %v", err)
+	}
+	var keys string
+	if err := p.conn.QueryRowContext(ctx, "SELECT group_concat(k || '=' || v) FROM (SELECT k, v FROM messages_fts_trigram_config ORDER BY k)").Scan(&keys); err != nil {
+		t.Fatal(err)
+	}
+	if keys != "automerge=8,version=4" {
+		t.Errorf("trigram configuration after a bulk load = %q, want automerge=8,version=4", keys)
+	}
+	ftsIntegrity(t, p, nil)
+}
+
+// TestEndBulkWithoutBeginIsANoOp: EndBulk outside a bulk load changes
+// nothing.
+func TestEndBulkWithoutBeginIsANoOp(t *testing.T) {
+	p := openTemp(t)
+	envs := bulkHistory()[:200]
+	mustApply(t, p, envs)
+	before := dumpOf(t, p.Reader)
+	if err := p.EndBulk(context.Background()); err != nil {
+		t.Fatalf("EndBulk: %v", err)
+	}
+	if diff := gocmp.Diff(before, dumpOf(t, p.Reader)); diff != "" {
+		t.Errorf("dump (-before +after):\n%s", diff)
+	}
+}
