@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -71,7 +72,11 @@ func (rt *runtime) purgeFiles(ctx context.Context) error {
 // intent is on the log, their completion is not), then purges: an erasure
 // acknowledged or not before a crash is complete in every file before
 // hermes serves again.
-func (rt *runtime) recoverErasures(ctx context.Context) error {
+//
+// After a clean stop that purged every file (purgedAtStop), nothing erased
+// can be left anywhere, and the start skips the purge: it rewrites
+// sessions.json and checkpoints every file, most of a start's time.
+func (rt *runtime) recoverErasures(ctx context.Context, purgedAtStop bool) error {
 	n, err := rt.handler.ResumeErasures(ctx)
 	if err != nil {
 		return fmt.Errorf("recovery: %w", err)
@@ -80,9 +85,43 @@ func (rt *runtime) recoverErasures(ctx context.Context) error {
 		rt.log.Warn("finished person erasures interrupted by the previous run", "erasures", n)
 		return rt.purge(ctx)
 	}
+	if purgedAtStop {
+		return nil
+	}
 	// No erasure since the last purge: a read model moved aside at this
 	// start holds nothing erased, and is kept (storage.broken_retention).
 	return rt.purgeLive(ctx)
+}
+
+// purgeAtStop purges every file at a clean stop, after the stop is on the
+// read models, and marks it so the next start can skip its purge. A purge
+// that fails leaves no mark: the next start purges.
+func (rt *runtime) purgeAtStop(ctx context.Context) {
+	if err := rt.purgeFiles(ctx); err != nil {
+		rt.log.Warn("purge at stop failed; the next start purges", "err", err)
+		return
+	}
+	f, err := os.OpenFile(rt.home.purgedAtStop(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		rt.log.Warn("mark the purge at stop", "err", err)
+		return
+	}
+	f.Sync()
+	f.Close()
+}
+
+// consumePurgedAtStop reports and removes the mark of purgeAtStop: it
+// counts once, for the start right after that stop.
+func (rt *runtime) consumePurgedAtStop() bool {
+	path := rt.home.purgedAtStop()
+	if _, err := os.Stat(path); err != nil {
+		return false
+	}
+	if err := os.Remove(path); err != nil {
+		rt.log.Warn("could not consume the purge mark; purging at start", "err", err)
+		return false
+	}
+	return true
 }
 
 type forgetOptions struct {

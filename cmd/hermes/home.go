@@ -17,9 +17,13 @@ func (h homeLayout) stateDB() string       { return filepath.Join(h.dir, "state.
 func (h homeLayout) sessionsJSON() string  { return filepath.Join(h.dir, "sessions", "sessions.json") }
 func (h homeLayout) restartCounts() string { return filepath.Join(h.dir, ".restart_failure_counts") }
 func (h homeLayout) cleanShutdown() string { return filepath.Join(h.dir, ".clean_shutdown") }
-func (h homeLayout) gatewayLock() string   { return filepath.Join(h.dir, "gateway.lock") }
-func (h homeLayout) spaceReserve() string  { return filepath.Join(h.dir, "hermes", "space.reserve") }
-func (h homeLayout) whatsappDir() string   { return filepath.Join(h.dir, "whatsapp", "session") }
+
+// purgedAtStop marks that a clean stop purged every file (erasure.go), so
+// the next start need not purge again before it is ready.
+func (h homeLayout) purgedAtStop() string { return filepath.Join(h.dir, "hermes", "purged_at_stop") }
+func (h homeLayout) gatewayLock() string  { return filepath.Join(h.dir, "gateway.lock") }
+func (h homeLayout) spaceReserve() string { return filepath.Join(h.dir, "hermes", "space.reserve") }
+func (h homeLayout) whatsappDir() string  { return filepath.Join(h.dir, "whatsapp", "session") }
 
 // ensure creates the home and hermes' own directory, private to the user.
 func (h homeLayout) ensure() error {

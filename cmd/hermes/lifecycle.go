@@ -41,6 +41,7 @@ func (rt *runtime) recover(ctx context.Context) error {
 	// the previous run died: a run that started and never stopped crashed,
 	// whatever file is lying around.
 	crashed := prev.Started && !prev.Stopped
+	purgedAtStop := rt.consumePurgedAtStop() && !crashed
 	if rt.consumeCleanShutdownMarker() && !crashed {
 		if _, err := rt.handler.RecordGateway(ctx, commands.RecordGateway{Event: events.MarkerHonoured{At: rt.now()}}); err != nil {
 			return err
@@ -64,7 +65,7 @@ func (rt *runtime) recover(ctx context.Context) error {
 	if err := rt.runner.WaitFor(ctx, pos); err != nil {
 		return err
 	}
-	return rt.recoverErasures(ctx)
+	return rt.recoverErasures(ctx, purgedAtStop)
 }
 
 // consumeCleanShutdownMarker honours and removes Hermes' .clean_shutdown.
@@ -311,6 +312,7 @@ func (rt *runtime) finish(ctx context.Context, clean, restarting bool, stopBy ti
 		rt.log.Warn("read model did not catch up before exit", "err", err)
 	}
 	if clean {
+		rt.purgeAtStop(waitCtx)
 		f, err := os.OpenFile(rt.home.cleanShutdown(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 		if err != nil {
 			rt.log.Error("write .clean_shutdown", "err", err)
