@@ -150,24 +150,10 @@ func (p *Projection) Purge(ctx context.Context) error {
 	if err := p.Flush(ctx); err != nil {
 		return fmt.Errorf("purge sessions read model: %w", err)
 	}
-	for attempt := 1; ; attempt++ {
-		var busy, frames, done int64
-		err := p.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &done)
-		if err == nil && busy == 0 {
-			return nil
-		}
-		if attempt == 50 {
-			if err == nil {
-				err = errors.New("readers kept an older snapshot")
-			}
-			return fmt.Errorf("purge sessions read model: wal checkpoint: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("purge sessions read model: %w", ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
+	if err := storage.CheckpointTruncate(ctx, p.db); err != nil {
+		return fmt.Errorf("purge sessions read model: %w", err)
 	}
+	return nil
 }
 
 // Checkpoint implements projections.Projection: a read model written by

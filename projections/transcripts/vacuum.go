@@ -2,9 +2,9 @@ package transcripts
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
+
+	"hermes/projections/storage"
 )
 
 // Vacuum compacts state.db after an automatic prune deleted sessions:
@@ -24,10 +24,6 @@ func (p *Projection) Vacuum(ctx context.Context) error {
 	return nil
 }
 
-// purgeAttempts bounds the checkpoint retries while a reader holds an older
-// snapshot.
-const purgeAttempts = 50
-
 // Purge removes erased rows from every file of state.db: deleted rows are
 // already zeroed in their pages (secure_delete, FTS5 secure-delete); Purge
 // checkpoints the WAL into the file and truncates it, so no older page
@@ -39,31 +35,8 @@ func (p *Projection) Purge(ctx context.Context) error {
 	if p.closed {
 		return fmt.Errorf("purge transcripts: %w", ErrClosed)
 	}
-	if err := checkpointTruncate(ctx, p.conn); err != nil {
+	if err := storage.CheckpointTruncate(ctx, p.conn); err != nil {
 		return fmt.Errorf("purge transcripts %s: %w", p.path, err)
 	}
 	return nil
-}
-
-// checkpointTruncate runs PRAGMA wal_checkpoint(TRUNCATE) until it reports
-// a complete checkpoint.
-func checkpointTruncate(ctx context.Context, q queryer) error {
-	for attempt := 1; ; attempt++ {
-		var busy, frames, done int64
-		err := q.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &done)
-		if err == nil && busy == 0 {
-			return nil
-		}
-		if attempt == purgeAttempts {
-			if err == nil {
-				err = errors.New("readers kept an older snapshot")
-			}
-			return fmt.Errorf("wal checkpoint: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wal checkpoint: %w", ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }

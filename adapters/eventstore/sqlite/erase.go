@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"hermes/events"
+	"hermes/projections/storage"
 )
 
 // erase applies the erasures of reqs inside the open transaction: every
@@ -99,10 +99,6 @@ type op struct {
 	reply chan error
 }
 
-// purgeAttempts bounds the checkpoint retries while readers (of this or
-// another process) still hold an older snapshot of the log.
-const purgeAttempts = 50
-
 // Purge implements events.Eraser: it checkpoints the write-ahead log into
 // the database file and truncates it to zero bytes, so the page images an
 // erasure replaced are neither in the WAL nor in the file (the file's pages
@@ -112,7 +108,7 @@ func (s *Store) Purge(ctx context.Context) error {
 	if s.w == nil {
 		return fmt.Errorf("purge event store: %w", ErrReadOnly)
 	}
-	o := op{reply: make(chan error, 1), run: func(w *writer) error { return w.checkpointTruncate(ctx) }}
+	o := op{reply: make(chan error, 1), run: func(w *writer) error { return storage.CheckpointTruncate(ctx, w.conn) }}
 	select {
 	case s.w.ops <- o:
 	case <-s.closing:
@@ -124,33 +120,4 @@ func (s *Store) Purge(ctx context.Context) error {
 		return fmt.Errorf("purge event store %s: %w", s.path, err)
 	}
 	return nil
-}
-
-// checkpointTruncate runs PRAGMA wal_checkpoint(TRUNCATE) until it reports
-// a complete checkpoint.
-func (w *writer) checkpointTruncate(ctx context.Context) error {
-	return checkpointTruncateConn(ctx, w.conn)
-}
-
-// checkpointTruncate checkpoints the WAL of the database conn is on and
-// truncates it, retrying while readers hold an older snapshot.
-func checkpointTruncateConn(ctx context.Context, conn queryer) error {
-	for attempt := 1; ; attempt++ {
-		var busy, logFrames, done int64
-		err := conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &done)
-		if err == nil && busy == 0 {
-			return nil
-		}
-		if attempt == purgeAttempts {
-			if err == nil {
-				err = errors.New("readers kept an older snapshot")
-			}
-			return fmt.Errorf("wal checkpoint: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wal checkpoint: %w", ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
