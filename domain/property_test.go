@@ -124,6 +124,22 @@ func TestLane_ReplayMatchesDecisions(t *testing.T) {
 		}
 		envs := testfixtures.Envelopes(events.LaneStream(laneKey), history)
 		v := rapid.IntRange(0, len(history)).Draw(t, "version")
+		// A snapshot of the prefix, decoded and folded on with the rest,
+		// is the lane (what a load from a snapshot does).
+		data, err := domain.EncodeLaneSnapshot(domain.Replay(history[:v]))
+		if err != nil {
+			t.Fatalf("EncodeLaneSnapshot: %v", err)
+		}
+		fromSnapshot, err := domain.DecodeLaneSnapshot(domain.LaneSchemaVersion, data)
+		if err != nil {
+			t.Fatalf("DecodeLaneSnapshot: %v", err)
+		}
+		for _, e := range history[v:] {
+			fromSnapshot = domain.Evolve(fromSnapshot, e)
+		}
+		if diff := cmp.Diff(lane, fromSnapshot); diff != "" {
+			t.Fatalf("a snapshot at version %d folded on differs from the lane (-lane +snapshot):\n%s", v, diff)
+		}
 		if diff := cmp.Diff(domain.Replay(history[:v]), domain.StateAtVersion(envs, uint64(v))); diff != "" {
 			t.Fatalf("StateAtVersion(%d) differs from the replayed prefix:\n%s", v, diff)
 		}

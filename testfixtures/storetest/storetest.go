@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) events.Store) {
 		{"SubscribeCatchUpToLiveUnderLoad", testSubscribeHandover},
 		{"SlowSubscriberDoesNotBlockAppends", testSlowSubscriber},
 		{"SubscriptionEnds", testSubscriptionEnds},
+		{"Snapshots", testSnapshots},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,7 +15,8 @@ import (
 // makes of it (events.Erasure), with the erasure's id in its metadata. The
 // rows keep their stream, version, position and id. The writer connection
 // runs with secure_delete, so the space the old payload held is zeroed in
-// the pages this transaction writes.
+// the pages this transaction writes. The stream's snapshot, if any, is
+// deleted with them.
 func (w *writer) erase(reqs []*request) error {
 	for _, r := range reqs {
 		if !r.erases || r.err != nil || r.res.Duplicate {
@@ -27,6 +28,12 @@ func (w *writer) erase(reqs []*request) error {
 			}
 			if err := w.eraseBefore(r.stream, r.res.Versions[i], row); err != nil {
 				return fmt.Errorf("erase %s before version %d: %w", r.stream, r.res.Versions[i], err)
+			}
+			// The stream's snapshot was folded from the content just
+			// erased: it goes in the same transaction (secure_delete
+			// zeroes its bytes); the next load folds the erased events.
+			if _, err := w.conn.ExecContext(context.Background(), "DELETE FROM snapshots WHERE stream = ?", r.stream); err != nil {
+				return fmt.Errorf("erase %s: delete its snapshot: %w", r.stream, err)
 			}
 		}
 	}

@@ -21,6 +21,7 @@ var schemaSQL string
 // were recorded are at version 1 and get their record on first open.
 var migrations = []migrate.Step{
 	{Version: 1, Name: "events table", Up: createEvents},
+	{Version: 2, Name: "snapshots table", Up: createSnapshots},
 }
 
 // createEvents is step 1 on a fresh file: the events table and the

@@ -104,58 +104,59 @@ func TestMigrations_fileBeforeRecords(t *testing.T) {
 		}
 	}
 	v, recs := fileSchema(t, path)
-	want := []migrationRecord{{1, "events table", true}}
-	if v != 1 || !cmp.Equal(recs, want) {
-		t.Errorf("schema-1 log after two opens: version %d, record %+v; want 1, %+v", v, recs, want)
+	want := []migrationRecord{{1, "events table", true}, {2, "snapshots table", false}}
+	if v != 2 || !cmp.Equal(recs, want) {
+		t.Errorf("schema-1 log after two opens: version %d, record %+v; want 2, %+v", v, recs, want)
 	}
 }
 
-// TestMigrations_freshFile: a new log runs step 1 and records it.
+// TestMigrations_freshFile: a new log runs every step and records them.
 func TestMigrations_freshFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.db")
 	if err := openClose(t, path); err != nil {
 		t.Fatal(err)
 	}
 	v, recs := fileSchema(t, path)
-	want := []migrationRecord{{1, "events table", false}}
-	if v != 1 || !cmp.Equal(recs, want) {
-		t.Errorf("fresh log: version %d, record %+v; want 1, %+v", v, recs, want)
+	want := []migrationRecord{{1, "events table", false}, {2, "snapshots table", false}}
+	if v != 2 || !cmp.Equal(recs, want) {
+		t.Errorf("fresh log: version %d, record %+v; want 2, %+v", v, recs, want)
 	}
 }
 
-// TestMigrations_testStep: a second step (test-only: an index) on the
+// TestMigrations_testStep: a further step (test-only: an index) on the
 // schema-1 log runs once, in one transaction, is recorded; a failing one
-// leaves the file at version 1, readable, and is retried on the next open.
+// leaves the file at the version before it, readable, and is retried on the
+// next open.
 func TestMigrations_testStep(t *testing.T) {
 	const index = "test_events_type"
 	ran := 0
-	addIndex := migrate.Step{Version: 2, Name: "test index on type", Up: func(ctx context.Context, tx migrate.Tx) error {
+	addIndex := migrate.Step{Version: 3, Name: "test index on type", Up: func(ctx context.Context, tx migrate.Tx) error {
 		ran++
 		_, err := tx.ExecContext(ctx, "CREATE INDEX "+index+" ON events(type)")
 		return err
 	}}
 	boom := errors.New("boom")
-	failing := migrate.Step{Version: 2, Name: "test index on type", Up: func(ctx context.Context, tx migrate.Tx) error {
+	failing := migrate.Step{Version: 3, Name: "test index on type", Up: func(ctx context.Context, tx migrate.Tx) error {
 		if _, err := tx.ExecContext(ctx, "CREATE INDEX "+index+" ON events(type)"); err != nil {
 			return err
 		}
 		return boom // after a write: the rollback must undo it
 	}}
-	withStep := func(s migrate.Step) Option { return withMigrations([]migrate.Step{migrations[0], s}) }
+	withStep := func(s migrate.Step) Option { return withMigrations([]migrate.Step{migrations[0], migrations[1], s}) }
 
 	t.Run("a failing step rolls back", func(t *testing.T) {
 		path := schema1Copy(t)
 		err := openClose(t, path, withStep(failing))
 		if !errors.Is(err, boom) {
-			t.Fatalf("Open(failing step 2) error = %v, want boom", err)
+			t.Fatalf("Open(failing step 3) error = %v, want boom", err)
 		}
 		v, recs := fileSchema(t, path)
-		if v != 1 || len(recs) != 1 || hasIndex(t, path, index) {
-			t.Errorf("after a failing step 2: version %d, record %+v, index %v; want 1, step 1 only, no index", v, recs, hasIndex(t, path, index))
+		if v != 2 || len(recs) != 2 || hasIndex(t, path, index) {
+			t.Errorf("after a failing step 3: version %d, record %+v, index %v; want 2, steps 1 and 2 only, no index", v, recs, hasIndex(t, path, index))
 		}
 		s, err := Open(path, WithReadOnly())
 		if err != nil {
-			t.Fatalf("Open(read-only, version 1) error = %v", err)
+			t.Fatalf("Open(read-only, version 2) error = %v", err)
 		}
 		if head, err := s.Head(context.Background()); err != nil || head == 0 {
 			t.Errorf("Head() = %d, %v; want the log's events", head, err)
@@ -169,7 +170,7 @@ func TestMigrations_testStep(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := Open(path, WithReadOnly(), withStep(addIndex)); !errors.Is(err, ErrOlderSchema) {
-			t.Errorf("Open(read-only, version 1 of 2) error = %v, want ErrOlderSchema", err)
+			t.Errorf("Open(read-only, version 2 of 3) error = %v, want ErrOlderSchema", err)
 		}
 	})
 
@@ -178,21 +179,21 @@ func TestMigrations_testStep(t *testing.T) {
 		ran = 0
 		for range 3 {
 			if err := openClose(t, path, withStep(addIndex)); err != nil {
-				t.Fatalf("Open(with step 2) error = %v", err)
+				t.Fatalf("Open(with step 3) error = %v", err)
 			}
 		}
 		v, recs := fileSchema(t, path)
-		want := []migrationRecord{{1, "events table", true}, {2, "test index on type", false}}
-		if ran != 1 || v != 2 || !cmp.Equal(recs, want) || !hasIndex(t, path, index) {
-			t.Errorf("after three opens with step 2: ran %d, version %d, record %+v, index %v; want 1, 2, %+v, true",
+		want := []migrationRecord{{1, "events table", true}, {2, "snapshots table", false}, {3, "test index on type", false}}
+		if ran != 1 || v != 3 || !cmp.Equal(recs, want) || !hasIndex(t, path, index) {
+			t.Errorf("after three opens with step 3: ran %d, version %d, record %+v, index %v; want 1, 3, %+v, true",
 				ran, v, recs, hasIndex(t, path, index), want)
 		}
-		// A build that knows step 1 only refuses the file.
+		// A build that knows steps 1 and 2 only refuses the file.
 		if _, err := Open(path); !errors.Is(err, ErrNewerSchema) {
-			t.Errorf("Open(version 2) by a build of version 1 error = %v, want ErrNewerSchema", err)
+			t.Errorf("Open(version 3) by a build of version 2 error = %v, want ErrNewerSchema", err)
 		}
 		if _, err := Open(path, WithReadOnly()); !errors.Is(err, ErrNewerSchema) {
-			t.Errorf("Open(version 2, read-only) by a build of version 1 error = %v, want ErrNewerSchema", err)
+			t.Errorf("Open(version 3, read-only) by a build of version 2 error = %v, want ErrNewerSchema", err)
 		}
 	})
 }
