@@ -119,7 +119,7 @@ func newHarness(t testing.TB, opts ...option) *harness {
 	metrics := api.NewMetrics()
 	h.store = metrics.InstrumentStore(h.raw)
 	handler := commands.NewHandler(h.store, commands.DefaultConfig(),
-		commands.WithClock(h.clock.Now), commands.WithDirectory(h.lanes))
+		commands.WithClock(h.clock.Now), commands.WithDirectory(h.lanes), commands.WithSnapshots(h.raw, 0))
 	metrics.Observe(h.runner, h.lanes)
 	h.server = api.New(api.Deps{
 		Commands:        handler,

@@ -34,8 +34,9 @@ type Handler struct {
 	// carry it, and its gateway stream is gateway-<node>.
 	node string
 
-	locks keyedMutex
-	cache laneCache
+	locks     keyedMutex
+	cache     laneCache
+	snapshots snapshots
 }
 
 // Option configures a Handler.
@@ -194,14 +195,18 @@ func (h *Handler) proposals(command, commandID, stream string, decided []events.
 type laneState struct {
 	lane    domain.Lane
 	version uint64
+	// eventID is the id of the event at version when the state was folded
+	// from the store (empty after an append: a snapshot needs it, and the
+	// next load that folds provides it).
+	eventID string
 }
 
-// load returns the lane from the cache, or replays its stream.
+// load returns the lane from the cache, or from the store (see stored).
 func (h *Handler) load(ctx context.Context, stream string) (laneState, error) {
 	if st, ok := h.cache.get(stream); ok {
 		return st, nil
 	}
-	st, err := h.refresh(ctx, stream, laneState{})
+	st, err := h.stored(ctx, stream)
 	if err != nil {
 		return laneState{}, err
 	}
@@ -209,29 +214,87 @@ func (h *Handler) load(ctx context.Context, stream string) (laneState, error) {
 	return st, nil
 }
 
+// stored folds the lane from the store: from its snapshot and the events
+// after it when it has one that still matches the log, else from its first
+// event. A snapshot is never trusted over the log: one of another schema,
+// undecodable, or whose event is not the log's at its version is discarded
+// and rewritten from the full fold. A fold of more than snapshotAfter
+// events writes a new snapshot, off this call (snapshots.go).
+func (h *Handler) stored(ctx context.Context, stream string) (laneState, error) {
+	base, found := h.snapshots.read(ctx, stream)
+	st, folded, err := h.fold(ctx, stream, base)
+	discarded := errors.Is(err, errSnapshotStale)
+	if discarded {
+		st, folded, err = h.fold(ctx, stream, laneState{})
+	}
+	if err != nil {
+		return laneState{}, err
+	}
+	if st.version != 0 {
+		h.cache.put(stream, st)
+		if folded > h.snapshots.after || (found && (discarded || base.version == 0)) {
+			h.snapshots.write(stream, st)
+		}
+	}
+	return st, nil
+}
+
 // readPage bounds one stream read.
 const readPage = 512
 
+// errSnapshotStale: the log does not hold the snapshot's event at its
+// version.
+var errSnapshotStale = errors.New("snapshot does not match the log")
+
 // refresh folds whatever the stream holds beyond st.
 func (h *Handler) refresh(ctx context.Context, stream string, st laneState) (laneState, error) {
+	st, _, err := h.fold(ctx, stream, st)
+	if err != nil {
+		return laneState{}, err
+	}
+	if st.version != 0 {
+		h.cache.put(stream, st)
+	}
+	return st, nil
+}
+
+// fold folds the events of stream after st into st, a page at a time, and
+// says how many it folded. When st is a snapshot (eventID set), the first
+// page starts at its version, and errSnapshotStale is returned unless the
+// log holds its event there.
+func (h *Handler) fold(ctx context.Context, stream string, st laneState) (laneState, int, error) {
+	from, check := st.version+1, st.version != 0 && st.eventID != ""
+	if check {
+		from = st.version
+	}
+	folded := 0
 	for {
-		page, err := h.store.ReadStream(ctx, stream, st.version+1, readPage, events.Forwards)
+		page, err := h.store.ReadStream(ctx, stream, from, readPage, events.Forwards)
 		if errors.Is(err, events.ErrStreamNotFound) {
-			return st, nil
+			if check {
+				return laneState{}, 0, errSnapshotStale
+			}
+			return st, folded, nil
 		}
 		if err != nil {
-			return laneState{}, fmt.Errorf("read %s: %w", stream, err)
+			return laneState{}, 0, fmt.Errorf("read %s: %w", stream, err)
+		}
+		full := len(page) == readPage
+		if check {
+			if len(page) == 0 || page[0].Version != st.version || page[0].ID != st.eventID {
+				return laneState{}, 0, errSnapshotStale
+			}
+			page, check = page[1:], false
 		}
 		for _, env := range page {
 			st.lane = domain.Evolve(st.lane, env.Event)
-			st.version = env.Version
+			st.version, st.eventID = env.Version, env.ID
 		}
-		if len(page) < readPage {
-			if st.version != 0 {
-				h.cache.put(stream, st)
-			}
-			return st, nil
+		folded += len(page)
+		if !full {
+			return st, folded, nil
 		}
+		from = st.version + 1
 	}
 }
 
@@ -255,8 +318,13 @@ func (h *Handler) readVersions(ctx context.Context, stream string, versions []ui
 // is the zero Lane at version 0.
 func (h *Handler) Lane(ctx context.Context, key string) (domain.Lane, uint64, error) {
 	stream := events.LaneStream(key)
-	st, _ := h.cache.get(stream)
-	st, err := h.refresh(ctx, stream, st)
+	st, ok := h.cache.get(stream)
+	var err error
+	if ok {
+		st, err = h.refresh(ctx, stream, st)
+	} else {
+		st, err = h.stored(ctx, stream)
+	}
 	if err != nil {
 		return domain.Lane{}, 0, err
 	}

@@ -137,11 +137,18 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 		// Several nodes may share this store: name this one.
 		node = nodeID(s.cfg)
 	}
-	rt.handler = commands.NewHandler(rt.store, writeSideConfig(s.cfg),
+	opts := []commands.Option{
 		commands.WithNode(node),
 		commands.WithClock(rt.now),
 		commands.WithAliases(aliasDir(s.home.whatsappDir())),
-		commands.WithDirectory(rt.lanes))
+		commands.WithDirectory(rt.lanes),
+	}
+	if snaps, ok := rt.raw.(events.SnapshotStore); ok {
+		// The embedded store keeps lane snapshots in the log's file;
+		// on KurrentDB every load folds the lane's whole stream.
+		opts = append(opts, commands.WithSnapshots(snaps, 0))
+	}
+	rt.handler = commands.NewHandler(rt.store, writeSideConfig(s.cfg), opts...)
 	metrics.Observe(rt.runner, rt.lanes)
 	metrics.Register(rt.clamps.count)
 	restart := make(chan struct{}, 1)
@@ -248,6 +255,9 @@ func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
 func (rt *runtime) close() {
 	if rt.reader != nil {
 		rt.reader.Close()
+	}
+	if rt.handler != nil {
+		rt.handler.WaitSnapshots()
 	}
 	for _, c := range []io.Closer{rt.state, rt.lanes, rt.raw} {
 		if c != nil {
