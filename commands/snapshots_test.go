@@ -25,9 +25,9 @@ const longLaneKey = "agent:main:telegram:dm:4242"
 // created, then turns opened and completed, each completion adding one
 // input token, so a lane folded with an event missing or counted twice
 // has another total.
-func longLaneEvent(i int, at time.Time) events.Event {
+func longLaneEvent(key string, i int, at time.Time) events.Event {
 	if i == 0 {
-		return events.SessionCreated{SessionKey: longLaneKey, SessionID: "20260509_100000_aaaaaaaa",
+		return events.SessionCreated{SessionKey: key, SessionID: "20260509_100000_aaaaaaaa",
 			Origin:   events.Source{Platform: "telegram", ChatID: "4242", ChatType: "dm", UserName: "Ada"},
 			Platform: "telegram", ChatType: "dm", At: at}
 	}
@@ -38,9 +38,17 @@ func longLaneEvent(i int, at time.Time) events.Event {
 	return events.TurnCompleted{TurnID: turn, SessionID: "20260509_100000_aaaaaaaa", InputTokens: 1, At: at}
 }
 
+// longLaneID is the id of the i-th event of the long lane key.
+func longLaneID(key string, i int) string { return fmt.Sprintf("%s/%d", key, i) }
+
 // appendLongLane appends the events from..to-1 of the long lane, in appends
 // of up to 1,000 events, and returns them.
 func appendLongLane(tb testing.TB, store events.Store, from, to int) []events.Event {
+	return appendLane(tb, store, longLaneKey, from, to)
+}
+
+// appendLane appends the events from..to-1 of a long lane with key.
+func appendLane(tb testing.TB, store events.Store, key string, from, to int) []events.Event {
 	tb.Helper()
 	at := time.Date(2026, 5, 9, 10, 0, 0, 0, time.UTC)
 	var all []events.Event
@@ -48,13 +56,13 @@ func appendLongLane(tb testing.TB, store events.Store, from, to int) []events.Ev
 		end := min(start+1000, to)
 		ps := make([]events.Proposed, 0, end-start)
 		for i := start; i < end; i++ {
-			e := longLaneEvent(i, at.Add(time.Duration(i)*time.Millisecond))
-			ps = append(ps, events.Proposed{ID: fmt.Sprintf("long-%d", i), Event: e,
+			e := longLaneEvent(key, i, at.Add(time.Duration(i)*time.Millisecond))
+			ps = append(ps, events.Proposed{ID: longLaneID(key, i), Event: e,
 				Metadata: events.Metadata{SchemaVersion: events.SchemaVersionOf(e.EventType())}})
 			all = append(all, e)
 		}
-		if _, err := store.Append(context.Background(), events.LaneStream(longLaneKey), events.ExactVersion(uint64(start)), ps); err != nil {
-			tb.Fatalf("append long lane %d..%d: %v", start, end, err)
+		if _, err := store.Append(context.Background(), events.LaneStream(key), events.ExactVersion(uint64(start)), ps); err != nil {
+			tb.Fatalf("append lane %s %d..%d: %v", key, start, end, err)
 		}
 	}
 	return all
@@ -180,12 +188,12 @@ func TestSnapshotNeverTrustedOverTheLog(t *testing.T) {
 		// used: the snapshot is trusted (the control).
 		used bool
 	}{
-		{"control: it matches the log", snap(domain.LaneSchemaVersion, 40, "long-39", data), true},
-		{"another schema", snap(domain.LaneSchemaVersion+1, 40, "long-39", data), false},
-		{"an older schema", snap(domain.LaneSchemaVersion-1, 40, "long-39", data), false},
-		{"undecodable", snap(domain.LaneSchemaVersion, 40, "long-39", []byte(`{"SessionID":`)), false},
-		{"another event at its version", snap(domain.LaneSchemaVersion, 40, "long-38", data), false},
-		{"a version past the log's end", snap(domain.LaneSchemaVersion, 45, "long-44", data), false},
+		{"control: it matches the log", snap(domain.LaneSchemaVersion, 40, longLaneID(longLaneKey, 39), data), true},
+		{"another schema", snap(domain.LaneSchemaVersion+1, 40, longLaneID(longLaneKey, 39), data), false},
+		{"an older schema", snap(domain.LaneSchemaVersion-1, 40, longLaneID(longLaneKey, 39), data), false},
+		{"undecodable", snap(domain.LaneSchemaVersion, 40, longLaneID(longLaneKey, 39), []byte(`{"SessionID":`)), false},
+		{"another event at its version", snap(domain.LaneSchemaVersion, 40, longLaneID(longLaneKey, 38), data), false},
+		{"a version past the log's end", snap(domain.LaneSchemaVersion, 45, longLaneID(longLaneKey, 44), data), false},
 		{"an event id the log does not have", snap(domain.LaneSchemaVersion, 20, "not-in-the-log", data), false},
 	}
 	for _, tt := range tests {
@@ -214,7 +222,7 @@ func TestSnapshotNeverTrustedOverTheLog(t *testing.T) {
 				return
 			}
 			stored, err := store.ReadSnapshot(ctx, stream)
-			if err != nil || len(lying.writes) != 1 || stored.Version != 40 || stored.EventID != "long-39" || stored.Schema != domain.LaneSchemaVersion {
+			if err != nil || len(lying.writes) != 1 || stored.Version != 40 || stored.EventID != longLaneID(longLaneKey, 39) || stored.Schema != domain.LaneSchemaVersion {
 				t.Fatalf("after discarding: %d writes, stored %+v, %v; want one rewrite at version 40", len(lying.writes), stored, err)
 			}
 			rewritten, err := domain.DecodeLaneSnapshot(stored.Schema, stored.Data)

@@ -18,13 +18,15 @@ import (
 	"time"
 
 	"hermes/adapters/eventstore/sqlite"
+	"hermes/commands"
 	"hermes/events"
 )
 
 // erasureFixture is a home with one lane and its transcript whose content
 // holds a random marker everywhere hermes stores content: the message
 // content, tool calls, reasoning, a queued follow-up (taken, so it also ran
-// as a turn) and a pending one, and the origin's user_name.
+// as a turn) and a pending one, the origin's user_name, and the lane's
+// snapshot.
 type erasureFixture struct {
 	s          *server
 	sid, key   string
@@ -63,7 +65,29 @@ func newErasureFixture(t *testing.T, home string, args ...string) *erasureFixtur
 		t.Fatalf("queue/next = %d", status)
 	}
 	f.s.must("POST", lane+"/queue", map[string]any{"text": "pending " + f.lane, "kind": "queue"}, nil)
+	f.snapshot(t, home)
 	return f
+}
+
+// snapshot gives the lane a snapshot holding the lane marker, written
+// through the log's file while the server runs (the server writes one
+// only for a lane of more than 512 events): an erasure must take it too.
+func (f *erasureFixture) snapshot(t *testing.T, home string) {
+	t.Helper()
+	store, err := sqlite.Open(filepath.Join(home, "hermes", "events.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	h := commands.NewHandler(store, commands.DefaultConfig(), commands.WithSnapshots(store, 1))
+	if _, _, err := h.Lane(t.Context(), f.key); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitSnapshots()
+	snap, err := store.ReadSnapshot(t.Context(), events.LaneStream(f.key))
+	if err != nil || !bytes.Contains(snap.Data, []byte(f.lane)) {
+		t.Fatalf("the lane's snapshot = %q, %v; want one holding the lane marker", snap.Data, err)
+	}
 }
 
 // filesHolding reads every byte of every file under home (the -wal and
