@@ -210,34 +210,58 @@ type OpenTurn struct {
 	Position uint64
 }
 
-// turnScan is how far back a lane stream is read for its open turn.
+// turnScan is the page of the backwards search for an open turn's
+// turn_started.
 const turnScan = 64
 
 // OpenTurns reads, for each lane key, the turn open on its stream and the
 // node that opened it; lanes with no open turn (closed since the caller
-// listed them) are left out.
+// listed them) are left out. Whether a turn is open is the lane's folded
+// state (its snapshot and the events after it); the turn_started is then
+// searched backwards from the lane's end, however far back it is.
 func (h *Handler) OpenTurns(ctx context.Context, keys []string) ([]OpenTurn, error) {
 	var out []OpenTurn
 	for _, key := range keys {
-		last, err := h.store.ReadStream(ctx, events.LaneStream(key), 0, turnScan, events.Backwards)
-		if isNotFound(err) {
-			continue
-		}
+		lane, version, err := h.Lane(ctx, key)
 		if err != nil {
 			return nil, fmt.Errorf("lane %s: %w", key, err)
 		}
-	scan:
-		for _, env := range last {
-			switch e := env.Event.(type) {
-			case events.TurnStarted:
-				out = append(out, OpenTurn{Key: key, TurnID: e.TurnID, Node: env.Metadata.Node, Position: env.Position})
-				break scan
-			case events.TurnCompleted, events.TurnInterrupted:
-				break scan
-			}
+		if version == 0 || !lane.TurnOpen() {
+			continue
+		}
+		env, found, err := h.lastTurnStarted(ctx, events.LaneStream(key), version)
+		if err != nil {
+			return nil, fmt.Errorf("lane %s: %w", key, err)
+		}
+		if e, ok := env.Event.(events.TurnStarted); found && ok {
+			out = append(out, OpenTurn{Key: key, TurnID: e.TurnID, Node: env.Metadata.Node, Position: env.Position})
 		}
 	}
 	return out, nil
+}
+
+// lastTurnStarted finds the last turn_started of stream at or before
+// version (the open turn's: a later one would have replaced it).
+func (h *Handler) lastTurnStarted(ctx context.Context, stream string, version uint64) (events.Envelope, bool, error) {
+	for from := version; from > 0; {
+		page, err := h.store.ReadStream(ctx, stream, from, turnScan, events.Backwards)
+		if isNotFound(err) {
+			return events.Envelope{}, false, nil
+		}
+		if err != nil {
+			return events.Envelope{}, false, err
+		}
+		for _, env := range page {
+			if _, ok := env.Event.(events.TurnStarted); ok {
+				return env, true, nil
+			}
+		}
+		if len(page) < turnScan {
+			return events.Envelope{}, false, nil
+		}
+		from = page[len(page)-1].Version - 1
+	}
+	return events.Envelope{}, false, nil
 }
 
 // AdoptDeadRuns applies the adoption rule to the open turns of other

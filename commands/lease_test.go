@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"hermes/adapters/eventstore/sqlite"
 	"hermes/commands"
 	"hermes/events"
@@ -259,5 +261,45 @@ func TestAdoptDeadRuns_LeavesLiveAndOwnTurns(t *testing.T) {
 		if err != nil || len(a) != 0 {
 			t.Fatalf("round %d: AdoptDeadRuns = %+v, %v; want nothing (n1 renews, n2's turn is its own)", i, a, err)
 		}
+	}
+}
+
+// TestOpenTurnsFarBack: a turn opened hundreds of events before the lane's
+// end (touches, queue traffic) is still found, with the node that opened
+// it; a turn completed as far back is not.
+func TestOpenTurnsFarBack(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, "n1", "n2")
+	open := openTurnOn(t, c, "n1", "far-open")
+	closed := openTurnOn(t, c, "n1", "far-closed")
+	if _, err := c.nodes["n1"].CompleteTurn(ctx, commands.CompleteTurn{Key: closed}); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{open, closed} {
+		ps := make([]events.Proposed, 300)
+		for i := range ps {
+			ps[i] = events.Proposed{ID: longLaneID(key, i), Event: events.Touched{At: t0},
+				Metadata: events.Metadata{SchemaVersion: events.SchemaVersionOf(events.TypeTouched)}}
+		}
+		if _, err := c.store.Append(ctx, events.LaneStream(key), events.AnyVersion(), ps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started, err := c.store.ReadStream(ctx, events.LaneStream(open), 2, 1, events.Forwards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn, ok := started[0].Event.(events.TurnStarted)
+	if !ok {
+		t.Fatalf("version 2 of %s is %T, want the turn_started", open, started[0].Event)
+	}
+
+	turns, err := c.nodes["n2"].OpenTurns(ctx, []string{open, closed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []commands.OpenTurn{{Key: open, TurnID: turn.TurnID, Node: "n1", Position: started[0].Position}}
+	if diff := cmp.Diff(want, turns); diff != "" {
+		t.Errorf("OpenTurns (-want +got):\n%s", diff)
 	}
 }
