@@ -81,7 +81,9 @@ serve: build
 
 # bench measures every figure of BENCHMARKS.md on this machine (under 15
 # minutes on 2 cores): appends against the raw fsync and insert limits,
-# resolve in-process at 10k and 100k lanes, resolve over loopback HTTP with
+# resolve in-process at 10k and 100k lanes, a cold load of a lane of
+# 1,000,000 events against one of 1,000 (with and without snapshots),
+# resolve over loopback HTTP with
 # the hermes-load generator, memory and restart time at 100k lanes, a full
 # rebuild of 1,000,000 mixed events, and search over 1,000,000 messages.
 # The raw output stays in bench.out (for benchstat); the table is printed.
@@ -90,6 +92,7 @@ bench:
 	@rm -f bench.out
 	$(BENCH_GO) -bench . -benchtime=3s -count=3 ./adapters/eventstore/sqlite/ | tee -a bench.out
 	HERMES_BENCH_LANES=10000,100000 $(BENCH_GO) -bench ResolveExisting -benchtime=20000x ./commands | tee -a bench.out
+	HERMES_BENCH_LOAD_EVENTS=1000,1000000 $(BENCH_GO) -bench LoadLane -benchtime=3s ./commands | tee -a bench.out
 	HERMES_BENCH_SERVE_LANES=100000 $(BENCH_GO) -bench Serve -benchtime=1x ./cmd/hermes | tee -a bench.out
 	HERMES_BENCH_EVENTS=1000000 $(BENCH_GO) -bench Rebuild -benchtime=1x ./projections | tee -a bench.out
 	HERMES_BENCH_MESSAGES=1000000 $(BENCH_GO) -bench Search -benchtime=200x ./projections/transcripts | tee -a bench.out
@@ -102,6 +105,7 @@ bench-quick:
 	@rm -f bench-quick.out
 	$(BENCH_GO) -bench . -benchtime=1s ./adapters/eventstore/sqlite/ | tee -a bench-quick.out
 	HERMES_BENCH_LANES=10000 $(BENCH_GO) -bench ResolveExisting -benchtime=3000x ./commands | tee -a bench-quick.out
+	HERMES_BENCH_LOAD_EVENTS=1000,100000 $(BENCH_GO) -bench LoadLane -benchtime=1s ./commands | tee -a bench-quick.out
 	HERMES_BENCH_SERVE_LANES=10000 $(BENCH_GO) -bench Serve -benchtime=1x ./cmd/hermes | tee -a bench-quick.out
 	HERMES_BENCH_EVENTS=100000 $(BENCH_GO) -bench Rebuild -benchtime=1x ./projections | tee -a bench-quick.out
 	HERMES_BENCH_MESSAGES=20000 $(BENCH_GO) -bench Search -benchtime=50x ./projections/transcripts | tee -a bench-quick.out

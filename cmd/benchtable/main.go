@@ -31,6 +31,7 @@ type row struct {
 
 func atLeast(n float64) func(float64) bool { return func(v float64) bool { return v >= n } }
 func below(n float64) func(float64) bool   { return func(v float64) bool { return v < n } }
+func atMost(n float64) func(float64) bool  { return func(v float64) bool { return v <= n } }
 
 var rows = []row{
 	{what: "raw fsync'd single-row commits", bench: "BenchmarkRawCommit", metric: "commits/s"},
@@ -45,6 +46,11 @@ var rows = []row{
 	{what: "resolve in-process, 100k lanes, 1 caller: p99 (µs)", bench: "BenchmarkResolveExisting/lanes=100000/callers=1", metric: "p99-µs", goal: "< 1,000", met: below(1000)},
 	{what: "resolve in-process, 100k lanes, 64 callers", bench: "BenchmarkResolveExisting/lanes=100000/callers=64", metric: "resolves/s"},
 	{what: "  p50 / p99 latency (µs)", bench: "BenchmarkResolveExisting/lanes=100000/callers=64", metric: "p50-µs|p99-µs"},
+	{what: "cold lane load, 1,000 events, snapshots: p50 (µs)", bench: "BenchmarkLoadLane/events=1000/snapshots=on", metric: "p50-µs"},
+	{what: "cold lane load, 1,000 events, no snapshots: p50 (µs)", bench: "BenchmarkLoadLane/events=1000/snapshots=off", metric: "p50-µs"},
+	{what: "cold lane load, 1,000,000 events, snapshots: p50 (µs)", bench: "BenchmarkLoadLane/events=1000000/snapshots=on", metric: "p50-µs"},
+	{what: "  ÷ p50 of a 1,000-event lane (same run)", bench: "BenchmarkLoadLane/events=1000000/snapshots=on", metric: "x-ref-p50", goal: "≤ 2", met: atMost(2)},
+	{what: "cold lane load, 1,000,000 events, no snapshots: p50 (µs)", bench: "BenchmarkLoadLane/events=1000000/snapshots=off", metric: "p50-µs"},
 	{what: "resolve over HTTP (loopback, 64 clients)", bench: "BenchmarkServe", metric: "resolve-req/s", goal: "≥ 10,000", met: atLeast(10_000)},
 	{what: "  p50 / p99 latency (µs)", bench: "BenchmarkServe", metric: "p50-µs|p99-µs"},
 	{what: "resident memory of hermes serve (MB)", bench: "BenchmarkServe", metric: "RSS-MB"},
