@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 
 	"hermes/events"
 	"hermes/projections/migrate"
@@ -38,10 +39,13 @@ func (s *Store) ReadSnapshot(ctx context.Context, stream string) (events.Snapsho
 	if s.closed() {
 		return events.Snapshot{}, fmt.Errorf("read snapshot %s: %w", stream, ErrClosed)
 	}
+	stmt, err := s.snapshotRead.get(s.readers, "SELECT schema_version, version, event_id, data FROM snapshots WHERE stream = ?")
+	if err != nil {
+		return events.Snapshot{}, fmt.Errorf("read snapshot %s: %w", stream, err)
+	}
 	snap := events.Snapshot{Stream: stream}
 	var version int64
-	err := s.readers.QueryRowContext(ctx, "SELECT schema_version, version, event_id, data FROM snapshots WHERE stream = ?", stream).
-		Scan(&snap.Schema, &version, &snap.EventID, &snap.Data)
+	err = stmt.QueryRowContext(ctx, stream).Scan(&snap.Schema, &version, &snap.EventID, &snap.Data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return events.Snapshot{}, fmt.Errorf("read snapshot %s: %w", stream, events.ErrSnapshotNotFound)
 	}
@@ -138,4 +142,34 @@ func (w *writer) writeSnapshot(ctx context.Context, snap events.Snapshot) (err e
 	}
 	_, err = w.conn.ExecContext(ctx, "COMMIT")
 	return err
+}
+
+// lazyStatement is a statement prepared on its first use: a cold lane load
+// looks its snapshot up once, and parsing the query each time would cost
+// more than the lookup.
+type lazyStatement struct {
+	mu   sync.Mutex
+	stmt *sql.Stmt
+}
+
+func (l *lazyStatement) get(db *sql.DB, query string) (*sql.Stmt, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stmt == nil {
+		stmt, err := db.Prepare(query)
+		if err != nil {
+			return nil, fmt.Errorf("prepare %q: %w", query, err)
+		}
+		l.stmt = stmt
+	}
+	return l.stmt, nil
+}
+
+func (l *lazyStatement) close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stmt == nil {
+		return nil
+	}
+	return l.stmt.Close()
 }

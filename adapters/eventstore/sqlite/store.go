@@ -105,6 +105,8 @@ type Store struct {
 	cfg     config
 	readers *sql.DB
 	reads   readStatements
+	// snapshotRead is ReadSnapshot's statement, prepared on first use.
+	snapshotRead lazyStatement
 	w       *writer // nil when read-only
 	commits broadcast
 
@@ -294,7 +296,7 @@ func (s *Store) Close() error {
 		s.subs.Wait()
 		// The writer's connection closes last: as the last connection of
 		// the process it checkpoints the WAL and removes it.
-		errs := []error{s.reads.close(), s.readers.Close()}
+		errs := []error{s.reads.close(), s.snapshotRead.close(), s.readers.Close()}
 		if s.w != nil {
 			errs = append(errs, s.w.close())
 		}
