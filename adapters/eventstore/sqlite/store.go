@@ -107,8 +107,8 @@ type Store struct {
 	reads   readStatements
 	// snapshotRead is ReadSnapshot's statement, prepared on first use.
 	snapshotRead lazyStatement
-	w       *writer // nil when read-only
-	commits broadcast
+	w            *writer // nil when read-only
+	commits      broadcast
 
 	closing   chan struct{}
 	closeOnce sync.Once
