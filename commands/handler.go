@@ -195,9 +195,8 @@ func (h *Handler) proposals(command, commandID, stream string, decided []events.
 type laneState struct {
 	lane    domain.Lane
 	version uint64
-	// eventID is the id of the event at version when the state was folded
-	// from the store (empty after an append: a snapshot needs it, and the
-	// next load that folds provides it).
+	// eventID is the id of the event at version, set by a fold from the
+	// store for the snapshot it may write; the cache keeps none.
 	eventID string
 }
 
@@ -222,10 +221,10 @@ func (h *Handler) load(ctx context.Context, stream string) (laneState, error) {
 // events writes a new snapshot, off this call (snapshots.go).
 func (h *Handler) stored(ctx context.Context, stream string) (laneState, error) {
 	base, found := h.snapshots.read(ctx, stream)
-	st, folded, err := h.fold(ctx, stream, base)
+	st, folded, err := h.fold(ctx, stream, base, base.version != 0)
 	discarded := errors.Is(err, errSnapshotStale)
 	if discarded {
-		st, folded, err = h.fold(ctx, stream, laneState{})
+		st, folded, err = h.fold(ctx, stream, laneState{}, false)
 	}
 	if err != nil {
 		return laneState{}, err
@@ -248,7 +247,7 @@ var errSnapshotStale = errors.New("snapshot does not match the log")
 
 // refresh folds whatever the stream holds beyond st.
 func (h *Handler) refresh(ctx context.Context, stream string, st laneState) (laneState, error) {
-	st, _, err := h.fold(ctx, stream, st)
+	st, _, err := h.fold(ctx, stream, st, false)
 	if err != nil {
 		return laneState{}, err
 	}
@@ -259,11 +258,11 @@ func (h *Handler) refresh(ctx context.Context, stream string, st laneState) (lan
 }
 
 // fold folds the events of stream after st into st, a page at a time, and
-// says how many it folded. When st is a snapshot (eventID set), the first
-// page starts at its version, and errSnapshotStale is returned unless the
-// log holds its event there.
-func (h *Handler) fold(ctx context.Context, stream string, st laneState) (laneState, int, error) {
-	from, check := st.version+1, st.version != 0 && st.eventID != ""
+// says how many it folded. When st is a snapshot, the first page starts at
+// its version, and errSnapshotStale is returned unless the log holds the
+// snapshot's event there.
+func (h *Handler) fold(ctx context.Context, stream string, st laneState, snapshot bool) (laneState, int, error) {
+	from, check := st.version+1, snapshot
 	if check {
 		from = st.version
 	}
@@ -405,6 +404,7 @@ func (c *laneCache) get(stream string) (laneState, bool) {
 }
 
 func (c *laneCache) put(stream string, st laneState) {
+	st.eventID = ""
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.lanes == nil {
