@@ -46,6 +46,11 @@ const rebuildProgressLog = 5 * time.Second
 // load: the swap applies whatever is left.
 const maxCatchUpRounds = 8
 
+// rebuildBuildHook, when not nil, is called with each progress report of
+// phase 1 and the context of the attempt; a test holds the copy there to
+// send an erasure into it. Nil in production.
+var rebuildBuildHook func(ctx context.Context, attempt int, done, total uint64)
+
 // liveRebuild runs the rebuilds of a hermes serve, one at a time.
 type liveRebuild struct {
 	rt      *runtime
@@ -164,7 +169,14 @@ func (j *liveRebuild) build(ctx context.Context, scratch string) (string, error)
 		j.mu.Lock()
 		j.cancelBuild, j.buildDone, j.erased = cancel, done, false
 		j.mu.Unlock()
-		err := projections.Rebuild(buildCtx, j.rt.raw, scratchOpener(nil), dir, j.tracker.Progress)
+		progress := j.tracker.Progress
+		if hook := rebuildBuildHook; hook != nil {
+			progress = func(done, total uint64) {
+				hook(buildCtx, attempt, done, total)
+				j.tracker.Progress(done, total)
+			}
+		}
+		err := projections.Rebuild(buildCtx, j.rt.raw, scratchOpener(nil), dir, progress)
 		cancel()
 		j.mu.Lock()
 		erased := j.erased

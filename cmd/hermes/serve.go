@@ -77,11 +77,11 @@ func (d aliasDir) WhatsAppAliases() (map[string][]string, error) {
 // runtime is a running hermes serve.
 type runtime struct {
 	daemonSettings
-	log      *slog.Logger
-	clamps   *clampLogger
-	now      func() time.Time
-	store    events.Store
-	raw      events.Store
+	log    *slog.Logger
+	clamps *clampLogger
+	now    func() time.Time
+	store  events.Store
+	raw    events.Store
 	// The read models in use, swapped as a whole by a rebuild on a live
 	// home (liverebuild.go): models is what the requests read, the feeds
 	// are what the runner writes; lanes, state and reader reach them.
@@ -93,8 +93,8 @@ type runtime struct {
 	reader    liveReader
 	rebuilds  *liveRebuild
 	// exports are lanes.db's compatibility files (sessions.json, …).
-	exports sessions.Exports
-	runner    *projections.Runner
+	exports  sessions.Exports
+	runner   *projections.Runner
 	handler  *commands.Handler
 	server   *api.Server
 	listener net.Listener
