@@ -27,9 +27,10 @@ type Deps struct {
 	Commands *commands.Handler
 	Store    events.Store
 	Runner   *projections.Runner
-	Lanes    *sessions.Projection
+	// Lanes and Transcripts are the read models when Models is nil.
 	// Transcripts serves the transcript and search endpoints; nil disables
 	// them (404).
+	Lanes       *sessions.Projection
 	Transcripts TranscriptService
 	// Models, when not nil, holds the read models the queries read, so a
 	// rebuild on a live home can swap them (readmodels.go); nil: Lanes and

@@ -320,6 +320,13 @@ func (j *liveRebuild) swapFiles(ctx context.Context, dir string, lanes *sessions
 			break
 		}
 	}
+	if moveErr == nil {
+		// The files that damage found while serving was recorded for
+		// (heal.go) are gone: the next start need not rebuild them.
+		for _, p := range []string{j.rt.home.lanesDB(), j.rt.home.stateDB()} {
+			os.Remove(damagedMarker(p))
+		}
+	}
 	next, err := j.rt.openLiveSet()
 	if err != nil {
 		return old, errors.Join(moveErr, fmt.Errorf("rebuild: open the read models after the swap: %w", err))

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,6 +121,16 @@ func TestRebuildWhileServingUnderLoad(t *testing.T) {
 			failed = append(failed, fmt.Sprintf(format, args...))
 		}
 	}
+	var latMu sync.Mutex
+	var latencies [3][]time.Duration
+	timed := func(p int32, method, path string, body, out any) (int, error) {
+		start := time.Now()
+		status, err := s.request(method, path, body, out)
+		latMu.Lock()
+		latencies[p] = append(latencies[p], time.Since(start))
+		latMu.Unlock()
+		return status, err
+	}
 	stop := make(chan struct{})
 	// afterRounds counts, per client, the rounds begun once the CLI exited.
 	var afterRounds [clients]atomic.Int32
@@ -137,21 +148,21 @@ func TestRebuildWhileServingUnderLoad(t *testing.T) {
 					afterRounds[c].Add(1)
 				}
 				var r resolved
-				status, err := s.request("POST", "/v1/sessions/resolve", map[string]any{"source": sources[c]}, &r)
+				status, err := timed(p, "POST", "/v1/sessions/resolve", map[string]any{"source": sources[c]}, &r)
 				requests[p].Add(1)
 				if err != nil || status != 200 || r.Entry.SessionID != ids[c] {
 					fail("client %d: resolve = %d %v, session %q, want %q", c, status, err, r.Entry.SessionID, ids[c])
 				}
 				w := searchWords[(c+k)%len(searchWords)]
 				var raw json.RawMessage
-				status, err = s.request("GET", "/v1/search?q="+w, nil, &raw)
+				status, err = timed(p, "GET", "/v1/search?q="+w, nil, &raw)
 				requests[p].Add(1)
 				if err != nil || status != 200 || string(raw) != baseline[w] {
 					fail("client %d: search %q = %d %v:\n%.300s\nwant\n%.300s", c, w, status, err, raw, baseline[w])
 				}
 				// A write, then a read of it (read your writes across the swap).
 				probe := fmt.Sprintf("probe%dx%d", c, k)
-				status, err = s.request("POST", "/v1/transcripts/"+probeIDs[c]+"/messages", map[string]any{"role": "user", "content": probe}, nil)
+				status, err = timed(p, "POST", "/v1/transcripts/"+probeIDs[c]+"/messages", map[string]any{"role": "user", "content": probe}, nil)
 				requests[p].Add(1)
 				if err != nil || status != 200 {
 					fail("client %d: append = %d %v", c, status, err)
@@ -162,7 +173,7 @@ func TestRebuildWhileServingUnderLoad(t *testing.T) {
 						SessionID string `json:"session_id"`
 					} `json:"results"`
 				}
-				status, err = s.request("GET", "/v1/search?q="+url.QueryEscape(probe), nil, &found)
+				status, err = timed(p, "GET", "/v1/search?q="+url.QueryEscape(probe), nil, &found)
 				requests[p].Add(1)
 				if err != nil || status != 200 || len(found.Results) != 1 || found.Results[0].SessionID != probeIDs[c] {
 					fail("client %d: search of its own write %q = %d %v %+v", c, probe, status, err, found)
@@ -194,6 +205,17 @@ func TestRebuildWhileServingUnderLoad(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	t.Logf("requests before/during/after the rebuild: %d/%d/%d; CLI output:\n%s", requests[0].Load(), requests[1].Load(), requests[2].Load(), cliOut.String())
+	for p, name := range []string{"during", "after"} {
+		if d := latencies[p+1]; len(d) > 0 {
+			slices.Sort(d)
+			t.Logf("request latency %s the rebuild: p50 %s p99 %s max %s (%d requests)", name, d[len(d)/2], d[len(d)*99/100], d[len(d)-1], len(d))
+		}
+	}
+	for _, line := range strings.Split(s.stderr.String(), "\n") {
+		if strings.Contains(line, "rebuild") {
+			t.Log(line)
+		}
+	}
 	if cliErr != nil {
 		t.Fatalf("hermes projections rebuild: %v\n%s\nserver:\n%s", cliErr, cliOut.String(), s.stderr.String())
 	}
