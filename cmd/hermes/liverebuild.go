@@ -263,7 +263,8 @@ func (j *liveRebuild) swap(ctx context.Context, dir string, lanes *sessions.Proj
 	paused := time.Now()
 	j.mu.Lock()
 	old := liveSet{models: models, lanes: oldLanes, state: oldState}
-	next, err := j.swapFiles(ctx, dir, lanes, state, old)
+	var steps swapSteps
+	next, err := j.swapFiles(ctx, dir, lanes, state, old, &steps)
 	j.scratch = nil
 	j.mu.Unlock()
 	installState(next.state)
@@ -278,14 +279,23 @@ func (j *liveRebuild) swap(ctx context.Context, dir string, lanes *sessions.Proj
 		j.rt.log.Warn("rebuild: exports after the swap", "err", err)
 	}
 	j.rt.log.Info("rebuild: new read models swapped in", "waited_for_requests", paused.Sub(begin).Round(time.Microsecond),
-		"paused", time.Since(paused).Round(time.Microsecond))
+		"paused", time.Since(paused).Round(time.Microsecond), "last_events", steps.catchUp.Round(time.Microsecond),
+		"purge", steps.purge.Round(time.Microsecond), "close", steps.close.Round(time.Microsecond), "move_and_open", steps.open.Round(time.Microsecond))
 	return nil
 }
+
+// swapSteps is how long each step of a swap took (logged).
+type swapSteps struct{ catchUp, purge, close, open time.Duration }
 
 // swapFiles does the swap with every reader and the runner held off, and
 // returns the generation to install: the new one, or the old one after a
 // failure that left the old files in place.
-func (j *liveRebuild) swapFiles(ctx context.Context, dir string, lanes *sessions.Projection, state *transcripts.Projection, old liveSet) (liveSet, error) {
+func (j *liveRebuild) swapFiles(ctx context.Context, dir string, lanes *sessions.Projection, state *transcripts.Projection, old liveSet, steps *swapSteps) (liveSet, error) {
+	mark := time.Now()
+	lap := func(d *time.Duration) {
+		now := time.Now()
+		*d, mark = now.Sub(mark), now
+	}
 	scratch := []projections.Projection{lanes, state}
 	closeScratch := func() {
 		for _, p := range scratch {
@@ -296,11 +306,13 @@ func (j *liveRebuild) swapFiles(ctx context.Context, dir string, lanes *sessions
 		closeScratch()
 		return old, fmt.Errorf("rebuild: final catch-up: %w", err)
 	}
+	lap(&steps.catchUp)
 	// No WAL frame of the new files may keep a page an erasure rewrote.
 	if err := errors.Join(state.Purge(ctx), lanes.Purge(ctx)); err != nil {
 		closeScratch()
 		return old, fmt.Errorf("rebuild: purge the new read models: %w", err)
 	}
+	lap(&steps.purge)
 	if err := errors.Join(state.Close(), lanes.Close()); err != nil {
 		return old, fmt.Errorf("rebuild: close the new read models: %w", err)
 	}
@@ -311,6 +323,7 @@ func (j *liveRebuild) swapFiles(ctx context.Context, dir string, lanes *sessions
 	if closeErr != nil {
 		j.rt.log.Warn("rebuild: close the old read models", "err", closeErr)
 	}
+	lap(&steps.close)
 	var moveErr error
 	for _, m := range []struct{ from, to string }{
 		{filepath.Join(dir, "lanes.db"), j.rt.home.lanesDB()},
@@ -328,6 +341,7 @@ func (j *liveRebuild) swapFiles(ctx context.Context, dir string, lanes *sessions
 		}
 	}
 	next, err := j.rt.openLiveSet()
+	lap(&steps.open)
 	if err != nil {
 		return old, errors.Join(moveErr, fmt.Errorf("rebuild: open the read models after the swap: %w", err))
 	}
