@@ -83,7 +83,7 @@ func newHarness(t testing.TB, opts ...option) *harness {
 	}
 	h := &harness{t: t, dir: t.TempDir(), clock: api.NewManualClock(start), token: o.token}
 	if o.rebuild == nil {
-		o.rebuild = &trackedRebuilder{tracker: projections.NewRebuildTracker(h.clock.Now)}
+		o.rebuild = &trackedRebuilder{tracker: projections.NewRebuildTracker(h.clock.Now), atOnce: true}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 

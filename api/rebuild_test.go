@@ -17,6 +17,8 @@ import (
 type trackedRebuilder struct {
 	tracker *projections.RebuildTracker
 	refuse  error
+	// atOnce finishes each rebuild as soon as it started.
+	atOnce bool
 }
 
 func (r *trackedRebuilder) StartRebuild() (projections.RebuildStatus, error) {
@@ -26,7 +28,11 @@ func (r *trackedRebuilder) StartRebuild() (projections.RebuildStatus, error) {
 	if _, err := r.tracker.Begin(); err != nil {
 		return r.tracker.Status(), err
 	}
-	return r.tracker.Status(), nil
+	st := r.tracker.Status()
+	if r.atOnce {
+		r.tracker.Finish(nil)
+	}
+	return st, nil
 }
 
 func (r *trackedRebuilder) RebuildStatus() projections.RebuildStatus { return r.tracker.Status() }
