@@ -49,6 +49,9 @@ func (h *Holder[T]) Exclusive() (T, func(next T)) {
 // and BulkLoader when the read model has them.
 type Swappable[P Projection] struct {
 	h Holder[P]
+	// name is fixed: the runner asks for it under its own lock, which must
+	// not wait for a swap; a swap installs a projection of the same name.
+	name string
 }
 
 var (
@@ -59,7 +62,7 @@ var (
 
 // NewSwappable returns a swappable projection feeding p.
 func NewSwappable[P Projection](p P) *Swappable[P] {
-	return &Swappable[P]{h: Holder[P]{v: p}}
+	return &Swappable[P]{h: Holder[P]{v: p}, name: p.Name()}
 }
 
 // Use calls fn with the current read model; it is not swapped meanwhile.
@@ -70,15 +73,11 @@ func (s *Swappable[P]) Use(fn func(P) error) error {
 }
 
 // Exclusive is Holder.Exclusive: it pauses the runner's batches until the
-// returned function installs a read model.
+// returned function installs a read model, which must have the same name.
 func (s *Swappable[P]) Exclusive() (P, func(next P)) { return s.h.Exclusive() }
 
-// Name implements Projection.
-func (s *Swappable[P]) Name() string {
-	p, release := s.h.Acquire()
-	defer release()
-	return p.Name()
-}
+// Name implements Projection: the name of the projection it was made with.
+func (s *Swappable[P]) Name() string { return s.name }
 
 // Checkpoint implements Projection.
 func (s *Swappable[P]) Checkpoint(ctx context.Context) (uint64, error) {
