@@ -131,15 +131,20 @@ func (j *liveRebuild) run(ctx context.Context) error {
 		return fmt.Errorf("rebuild: %w", err)
 	}
 	defer os.RemoveAll(scratch)
+	began := time.Now()
 	dir, err := j.build(ctx, scratch)
 	if err != nil {
 		return err
 	}
+	st := j.tracker.Status()
+	j.rt.log.Info("rebuild: history copied; catching up", "position", st.Done, "took", time.Since(began).Round(time.Millisecond))
 	j.tracker.Enter(projections.RebuildCatchingUp)
+	began = time.Now()
 	lanes, state, err := j.catchUp(ctx, dir)
 	if err != nil {
 		return err
 	}
+	j.rt.log.Info("rebuild: caught up; swapping", "position", j.tracker.Status().Done, "took", time.Since(began).Round(time.Millisecond))
 	return j.swap(ctx, dir, lanes, state)
 }
 
