@@ -62,6 +62,9 @@ type liveRebuild struct {
 	ctx  context.Context // ends when hermes stops
 	stop context.CancelFunc
 	wg   sync.WaitGroup
+	// startMu orders the start of a rebuild with close: none starts after.
+	startMu sync.Mutex
+	closed  bool
 
 	// mu guards the fields below, and is held while the new read models
 	// are written (phases 2 and 3), so that a purge and the rebuild take
@@ -85,7 +88,9 @@ func newLiveRebuild(rt *runtime) *liveRebuild {
 
 // StartRebuild implements api.Rebuilder.
 func (j *liveRebuild) StartRebuild() (projections.RebuildStatus, error) {
-	if j.ctx.Err() != nil {
+	j.startMu.Lock()
+	defer j.startMu.Unlock()
+	if j.closed {
 		return projections.RebuildStatus{}, errors.New("hermes is stopping: no rebuild starts")
 	}
 	if err := checkRebuildSpace(j.rt.home, j.freeBytes); err != nil {
@@ -118,6 +123,9 @@ func (j *liveRebuild) RebuildStatus() projections.RebuildStatus { return j.track
 // close stops a running rebuild (its scratch files are deleted) and waits
 // for it.
 func (j *liveRebuild) close() {
+	j.startMu.Lock()
+	j.closed = true
+	j.startMu.Unlock()
 	j.stop()
 	j.wg.Wait()
 }
