@@ -438,3 +438,23 @@ func TestRebuildOffline(t *testing.T) {
 		t.Errorf("projections verify after the offline rebuild:\n%s", out)
 	}
 }
+
+// TestLiveRebuildUsesTheAPIToken: the CLI sends the configured token to a
+// server that requires one, and says why it was refused without it.
+func TestLiveRebuildUsesTheAPIToken(t *testing.T) {
+	home := t.TempDir()
+	const token = "a-long-enough-token-for-the-rebuild-test-0123456789"
+	startServer(t, home, []string{"HERMES_API_TOKEN=" + token})
+	run := func(env ...string) (string, error) {
+		cmd := exec.Command(binary, "projections", "rebuild", "--home", home)
+		cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("HERMES_API_TOKEN=wrong-" + token); err == nil || !strings.Contains(out, "401 unauthorized") {
+		t.Errorf("rebuild with a wrong token = %v:\n%s\nwant a refusal naming 401", err, out)
+	}
+	if out, err := run("HERMES_API_TOKEN=" + token); err != nil || !strings.Contains(out, "rebuilt the read models live") {
+		t.Errorf("rebuild with the token = %v:\n%s", err, out)
+	}
+}
