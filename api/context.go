@@ -113,10 +113,10 @@ func (s *Server) sessionContext(w http.ResponseWriter, r *http.Request, key sess
 // the tail is unknown, which counts as fresh and not ending on tool output.
 // The read model is current: the route is a read (routes.get).
 func (s *Server) transcriptTail(ctx context.Context, sessionID string) (domain.TranscriptTail, error) {
-	if s.Transcripts == nil {
+	if !s.hasTranscripts {
 		return domain.TranscriptTail{}, nil
 	}
-	msgs, err := s.Transcripts.Messages(ctx, sessionID, false)
+	msgs, err := s.transcripts(ctx).Messages(ctx, sessionID, false)
 	if err != nil {
 		return domain.TranscriptTail{}, err
 	}

@@ -12,6 +12,7 @@ import (
 	"hermes/commands"
 	"hermes/domain"
 	"hermes/events"
+	"hermes/projections"
 	"hermes/projections/sessions"
 	"hermes/projections/transcripts"
 )
@@ -83,7 +84,7 @@ func statusOf(err error) (int, string) {
 		return http.StatusNotFound, CodeNotFound
 	case errors.Is(err, errConflict), errors.Is(err, commands.ErrConflict),
 		errors.Is(err, domain.ErrSuspended), errors.Is(err, events.ErrWrongExpectedVersion),
-		errors.Is(err, commands.ErrTitleInUse):
+		errors.Is(err, commands.ErrTitleInUse), errors.Is(err, projections.ErrRebuildRunning):
 		return http.StatusConflict, CodeConflict
 	case errors.Is(err, events.ErrStorageFull):
 		return http.StatusInsufficientStorage, CodeInsufficientStorage

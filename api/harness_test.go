@@ -58,6 +58,7 @@ type harnessOptions struct {
 	follow          followLimits         // withFollowLimits, follow_test.go
 	maxConns        int                  // withMaxConnections, follow_test.go
 	backoff         *projections.Backoff // withBackoff, storagefull_test.go
+	rebuild         api.Rebuilder        // withRebuilder, rebuild_test.go
 }
 
 type option func(*harnessOptions)
@@ -81,6 +82,9 @@ func newHarness(t testing.TB, opts ...option) *harness {
 		f(&o)
 	}
 	h := &harness{t: t, dir: t.TempDir(), clock: api.NewManualClock(start), token: o.token}
+	if o.rebuild == nil {
+		o.rebuild = &trackedRebuilder{tracker: projections.NewRebuildTracker(h.clock.Now), atOnce: true}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 
 	var err error
@@ -132,6 +136,7 @@ func newHarness(t testing.TB, opts ...option) *harness {
 		Metrics:         metrics,
 		ResumeFreshness: time.Hour,
 		Restart:         o.restart,
+		Rebuild:         o.rebuild,
 		Browser:         o.browser,
 		BodyReadTimeout: o.bodyReadTimeout,
 		Log:             o.log,

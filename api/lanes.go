@@ -66,7 +66,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		row, err := s.Lanes.BySessionID(r.Context(), id)
+		row, err := s.lanes(r.Context()).BySessionID(r.Context(), id)
 		if err != nil {
 			return err
 		}
@@ -83,7 +83,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 		}
 		since = s.Commands.Now().Add(-time.Duration(n) * time.Minute)
 	}
-	rows, err := s.Lanes.List(r.Context(), since)
+	rows, err := s.lanes(r.Context()).List(r.Context(), since)
 	if err != nil {
 		return err
 	}
@@ -91,7 +91,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request, key sessionKey) error {
-	row, err := s.Lanes.Lane(r.Context(), string(key))
+	row, err := s.lanes(r.Context()).Lane(r.Context(), string(key))
 	if err != nil {
 		return err
 	}
@@ -264,7 +264,7 @@ func (s *Server) afterSweep(r *http.Request) {
 }
 
 func (s *Server) resumable(w http.ResponseWriter, r *http.Request) error {
-	rows, err := s.Lanes.Resumable(r.Context(), s.ResumeFreshness, s.Commands.Now())
+	rows, err := s.lanes(r.Context()).Resumable(r.Context(), s.ResumeFreshness, s.Commands.Now())
 	if err != nil {
 		return err
 	}

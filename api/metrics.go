@@ -13,7 +13,6 @@ import (
 
 	"hermes/events"
 	"hermes/projections"
-	"hermes/projections/sessions"
 )
 
 // Metrics are hermes' Prometheus metrics, on a registry of their own so
@@ -63,7 +62,7 @@ func NewMetrics() *Metrics {
 }
 
 // Observe adds the gauges read at scrape time: projection lag and lanes.
-func (m *Metrics) Observe(runner *projections.Runner, lanes *sessions.Projection) {
+func (m *Metrics) Observe(runner *projections.Runner, lanes LaneCounter) {
 	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "hermes_projection_lag_events", Help: "Events appended but not yet applied by the slowest projection.",
 	}, func() float64 {
@@ -86,6 +85,32 @@ func (m *Metrics) Observe(runner *projections.Runner, lanes *sessions.Projection
 		}
 		return float64(n)
 	}))
+}
+
+// LaneCounter counts the lanes of the lane read model.
+type LaneCounter interface {
+	Count(ctx context.Context) (int, error)
+}
+
+// ObserveRebuild adds the gauges of a rebuild on a live home (POST
+// /v1/projections/rebuild), read from status at scrape time.
+func (m *Metrics) ObserveRebuild(status func() projections.RebuildStatus) {
+	gauge := func(name, help string, value func(projections.RebuildStatus) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return value(status()) })
+	}
+	m.registry.MustRegister(
+		gauge("hermes_rebuild_running", "1 while a rebuild of the read models runs, else 0.", func(st projections.RebuildStatus) float64 {
+			if st.Running() {
+				return 1
+			}
+			return 0
+		}),
+		gauge("hermes_rebuild_applied_position", "Log position the rebuilt read models have applied.", func(st projections.RebuildStatus) float64 { return float64(st.Done) }),
+		gauge("hermes_rebuild_target_position", "Log position the running rebuild heads for.", func(st projections.RebuildStatus) float64 { return float64(st.Total) }),
+		gauge("hermes_rebuild_events_per_second", "Average rate of the rebuild's building phase.", func(st projections.RebuildStatus) float64 { return st.EventsPerSecond }),
+		gauge("hermes_rebuild_eta_seconds", "Time the rebuild's building phase still needs at its rate (0: unknown or done).", func(st projections.RebuildStatus) float64 { return st.ETA.Seconds() }),
+		gauge("hermes_rebuild_runs", "Rebuilds started by this process.", func(st projections.RebuildStatus) float64 { return float64(st.Run) }),
+	)
 }
 
 // Register adds collectors of other layers (wired by cmd) to the registry;

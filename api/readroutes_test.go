@@ -24,6 +24,11 @@ type readCheck struct {
 // read-your-writes wait makes the check pass. n makes every round's data
 // new.
 var readCases = map[string]func(h *harness, n int) readCheck{
+	"/v1/projections/rebuild": func(h *harness, n int) readCheck {
+		// The harness's rebuilds finish at once (rebuild_test.go).
+		h.call("POST", "/v1/projections/rebuild", map[string]any{}, http.StatusAccepted, nil)
+		return readCheck{path: "/v1/projections/rebuild", status: 200, has: fmt.Sprintf(`"run":%d,"phase":"done"`, n+1)}
+	},
 	"/v1/sessions": func(h *harness, n int) readCheck {
 		key := h.resolve(dm(fmt.Sprint("list-", n))).Entry.SessionKey
 		return readCheck{path: "/v1/sessions", status: 200, has: `"session_key":"` + key + `"`}

@@ -27,10 +27,18 @@ type Deps struct {
 	Commands *commands.Handler
 	Store    events.Store
 	Runner   *projections.Runner
-	Lanes    *sessions.Projection
+	// Lanes and Transcripts are the read models when Models is nil.
 	// Transcripts serves the transcript and search endpoints; nil disables
 	// them (404).
+	Lanes       *sessions.Projection
 	Transcripts TranscriptService
+	// Models, when not nil, holds the read models the queries read, so a
+	// rebuild on a live home can swap them (readmodels.go); nil: Lanes and
+	// Transcripts, never swapped.
+	Models *projections.Holder[ReadModels]
+	// Rebuild, when not nil, runs a rebuild of the read models while they
+	// serve (POST /v1/projections/rebuild; nil: 404).
+	Rebuild Rebuilder
 	// Clock, when not nil, is the manual test clock exposed at /v1/clock.
 	Clock *ManualClock
 	// Token, when not empty, is required as a bearer token on /v1.
@@ -86,6 +94,9 @@ type Server struct {
 	written atomic.Uint64
 	// followers counts the open event streams (follow.go).
 	followers atomic.Int64
+	// hasTranscripts: the read models include the transcript reader (the
+	// transcript routes exist).
+	hasTranscripts bool
 	// streamsDone is closed by CloseStreams.
 	streamsDone  chan struct{}
 	closeStreams sync.Once
@@ -108,7 +119,12 @@ func New(deps Deps) *Server {
 	if deps.FollowerWriteTimeout <= 0 {
 		deps.FollowerWriteTimeout = DefaultFollowerWriteTimeout
 	}
-	s := &Server{Deps: deps, log: deps.Log, streamsDone: make(chan struct{})}
+	if deps.Models == nil {
+		deps.Models = projections.NewHolder(ReadModels{Lanes: deps.Lanes, Transcripts: deps.Transcripts})
+	}
+	m, release := deps.Models.Acquire()
+	release()
+	s := &Server{Deps: deps, log: deps.Log, streamsDone: make(chan struct{}), hasTranscripts: m.Transcripts != nil}
 	if is, ok := deps.Store.(*instrumentedStore); ok {
 		is.full.setLogger(s.log)
 	}
@@ -171,6 +187,7 @@ func (s *Server) Handler() http.Handler {
 		r.Use(s.auth)
 		r.Use(s.limitBody)
 		r.Use(s.checkIdempotencyKey)
+		r.Use(s.leaseModels)
 		rt := routes{s: s, r: r}
 		s.laneRoutes(rt)
 		s.eventRoutes(rt)
@@ -182,6 +199,7 @@ func (s *Server) Handler() http.Handler {
 			rt.control("/clock", s.setClock)
 		}
 		rt.control("/admin/restart", s.restart)
+		s.rebuildRoutes(rt)
 	})
 	r.NotFound(s.serve(func(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("%w: no route %s %s", errNotFound, r.Method, r.URL.Path)

@@ -128,7 +128,7 @@ func (s *Server) openSession(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	row, err := s.Transcripts.Session(r.Context(), req.SessionID)
+	row, err := s.transcripts(r.Context()).Session(r.Context(), req.SessionID)
 	if err != nil {
 		return err
 	}
@@ -180,7 +180,7 @@ func (s *Server) listTranscripts(w http.ResponseWriter, r *http.Request) error {
 	if q.Offset, err = intQuery(r, "offset", 0, 0, 1<<31-1); err != nil {
 		return err
 	}
-	rows, err := s.Transcripts.ListSessions(r.Context(), q)
+	rows, err := s.transcripts(r.Context()).ListSessions(r.Context(), q)
 	if err != nil {
 		return err
 	}
@@ -204,7 +204,7 @@ func (s *Server) countTranscripts(w http.ResponseWriter, r *http.Request) error 
 	if q.Empty {
 		q.IncludeChildren, q.IncludeArchived, q.ArchivedOnly = true, false, false
 	}
-	n, err := s.Transcripts.CountSessions(r.Context(), q)
+	n, err := s.transcripts(r.Context()).CountSessions(r.Context(), q)
 	if err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func (s *Server) countMessages(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	n, err := s.Transcripts.CountMessages(r.Context(), id)
+	n, err := s.transcripts(r.Context()).CountMessages(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -231,7 +231,7 @@ func (s *Server) resolveSessionID(w http.ResponseWriter, r *http.Request) error 
 	if id == "" {
 		return fmt.Errorf("%w: id is required", errBadRequest)
 	}
-	got, err := s.Transcripts.ResolveSessionID(r.Context(), id)
+	got, err := s.transcripts(r.Context()).ResolveSessionID(r.Context(), id)
 	if errors.Is(err, transcripts.ErrNotFound) {
 		// No match or an ambiguous prefix: Hermes answers None.
 		return respond(w, map[string]*string{"session_id": nil})
@@ -247,7 +247,7 @@ func (s *Server) sessionByTitle(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	row, err := s.Transcripts.SessionByTitle(r.Context(), title)
+	row, err := s.transcripts(r.Context()).SessionByTitle(r.Context(), title)
 	if err != nil {
 		return err
 	}
@@ -273,7 +273,7 @@ func (s *Server) sanitizeTitle(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) compressionTip(w http.ResponseWriter, r *http.Request, id sessionID) error {
-	tip, err := s.Transcripts.CompressionTip(r.Context(), string(id))
+	tip, err := s.transcripts(r.Context()).CompressionTip(r.Context(), string(id))
 	if err != nil {
 		return err
 	}
@@ -281,7 +281,7 @@ func (s *Server) compressionTip(w http.ResponseWriter, r *http.Request, id sessi
 }
 
 func (s *Server) resumeTarget(w http.ResponseWriter, r *http.Request, id sessionID) error {
-	target, err := s.Transcripts.ResumeTarget(r.Context(), string(id))
+	target, err := s.transcripts(r.Context()).ResumeTarget(r.Context(), string(id))
 	if err != nil {
 		return err
 	}
@@ -360,7 +360,7 @@ func (s *Server) deleteEmptySessions(w http.ResponseWriter, r *http.Request) err
 	if err := s.syncReadModel(r.Context()); err != nil {
 		return err
 	}
-	ids, err := s.Transcripts.SessionIDs(r.Context(), transcripts.ListQuery{IncludeChildren: true, Empty: true})
+	ids, err := s.transcripts(r.Context()).SessionIDs(r.Context(), transcripts.ListQuery{IncludeChildren: true, Empty: true})
 	if err != nil {
 		return err
 	}

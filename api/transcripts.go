@@ -20,20 +20,18 @@ import (
 // read model of state.db.
 type TranscriptService = *transcripts.Reader
 
-// transcriptIndex lets the transcript commands read the read models.
-type transcriptIndex struct {
-	reader *transcripts.Reader
-	lanes  *sessions.Projection
-}
+// transcriptIndex lets the transcript commands read the read models of
+// their request.
+type transcriptIndex struct{ s *Server }
 
 func (x transcriptIndex) SessionExists(ctx context.Context, id string) (bool, error) {
-	return x.reader.SessionExists(ctx, id)
+	return x.s.transcripts(ctx).SessionExists(ctx, id)
 }
 
 // TitleOwner adapts the reader (ErrNotFound for a free title) to the port
 // (""), or no title could ever be set.
 func (x transcriptIndex) TitleOwner(ctx context.Context, title string) (string, error) {
-	owner, err := x.reader.TitleOwner(ctx, title)
+	owner, err := x.s.transcripts(ctx).TitleOwner(ctx, title)
 	if errors.Is(err, transcripts.ErrNotFound) {
 		return "", nil
 	}
@@ -41,7 +39,7 @@ func (x transcriptIndex) TitleOwner(ctx context.Context, title string) (string, 
 }
 
 func (x transcriptIndex) LaneOfSession(ctx context.Context, id string) (string, error) {
-	row, err := x.lanes.BySessionID(ctx, id)
+	row, err := x.s.lanes(ctx).BySessionID(ctx, id)
 	if errors.Is(err, sessions.ErrNotFound) {
 		return "", nil
 	}
@@ -52,7 +50,7 @@ func (x transcriptIndex) LaneOfSession(ctx context.Context, id string) (string, 
 }
 
 func (x transcriptIndex) SessionTotals(ctx context.Context, id string) (commands.SessionTotals, error) {
-	row, err := x.reader.Session(ctx, id)
+	row, err := x.s.transcripts(ctx).Session(ctx, id)
 	if err != nil {
 		return commands.SessionTotals{}, err
 	}
@@ -71,10 +69,10 @@ func deref(p *float64) float64 {
 }
 
 func (s *Server) transcriptRoutes(rt routes) {
-	if s.Transcripts == nil {
+	if !s.hasTranscripts {
 		return
 	}
-	s.transcriptCommands = s.Commands.Transcripts(transcriptIndex{reader: s.Transcripts, lanes: s.Lanes})
+	s.transcriptCommands = s.Commands.Transcripts(transcriptIndex{s: s})
 	// The transcript commands check the read model (does the session
 	// exist, who holds a title), so the writes wait for it too (current).
 	session := func(h func(http.ResponseWriter, *http.Request, sessionID) error) handlerFunc {
@@ -154,7 +152,7 @@ func (s *Server) readAfter(ctx context.Context, pos uint64) error {
 }
 
 func (s *Server) getTranscriptSession(w http.ResponseWriter, r *http.Request, id sessionID) error {
-	row, err := s.Transcripts.Session(r.Context(), string(id))
+	row, err := s.transcripts(r.Context()).Session(r.Context(), string(id))
 	if err != nil {
 		return err
 	}
@@ -175,7 +173,7 @@ func (s *Server) appendMessage(w http.ResponseWriter, r *http.Request, id sessio
 	if err := s.readAfter(r.Context(), res.Position); err != nil {
 		return err
 	}
-	ids, err := s.Transcripts.MessageIDs(r.Context(), res.MessagePosition)
+	ids, err := s.transcripts(r.Context()).MessageIDs(r.Context(), res.MessagePosition)
 	if err != nil {
 		return err
 	}
@@ -197,7 +195,7 @@ func boolQuery(r *http.Request, name string) (bool, error) {
 }
 
 func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, id sessionID) error {
-	if _, err := s.Transcripts.Session(r.Context(), string(id)); err != nil {
+	if _, err := s.transcripts(r.Context()).Session(r.Context(), string(id)); err != nil {
 		return err
 	}
 	format := r.URL.Query().Get("format")
@@ -211,7 +209,7 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, id sessionI
 	}
 	switch format {
 	case "conversation":
-		msgs, err := s.Transcripts.Conversation(r.Context(), string(id), ancestors)
+		msgs, err := s.transcripts(r.Context()).Conversation(r.Context(), string(id), ancestors)
 		if err != nil {
 			return err
 		}
@@ -219,7 +217,7 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, id sessionI
 			Messages []transcripts.ChatMessage `json:"messages"`
 		}{nonNil(msgs)})
 	case "", "raw":
-		msgs, err := s.Transcripts.Messages(r.Context(), string(id), inactive)
+		msgs, err := s.transcripts(r.Context()).Messages(r.Context(), string(id), inactive)
 		if err != nil {
 			return err
 		}
@@ -246,7 +244,7 @@ func (s *Server) rewriteMessages(w http.ResponseWriter, r *http.Request, id sess
 		return err
 	}
 	ids := []int64{}
-	if rng, err := s.Transcripts.MessageIDs(r.Context(), pos); err == nil {
+	if rng, err := s.transcripts(r.Context()).MessageIDs(r.Context(), pos); err == nil {
 		ids = rng.IDs()
 	}
 	return respond(w, struct {
@@ -262,17 +260,17 @@ func (s *Server) rewind(w http.ResponseWriter, r *http.Request, id sessionID) er
 	if err := s.syncReadModel(r.Context()); err != nil {
 		return err
 	}
-	if _, err := s.Transcripts.Session(r.Context(), string(id)); err != nil {
+	if _, err := s.transcripts(r.Context()).Session(r.Context(), string(id)); err != nil {
 		return err
 	}
-	target, err := s.Transcripts.RewindTarget(r.Context(), string(id), req.n())
+	target, err := s.transcripts(r.Context()).RewindTarget(r.Context(), string(id), req.n())
 	if errors.Is(err, transcripts.ErrNoUserMessages) {
 		return fmt.Errorf("%w: session %s has no user message to rewind to", errNotFound, id)
 	}
 	if err != nil {
 		return err
 	}
-	active, err := s.Transcripts.Messages(r.Context(), string(id), false)
+	active, err := s.transcripts(r.Context()).Messages(r.Context(), string(id), false)
 	if err != nil {
 		return err
 	}
@@ -384,7 +382,7 @@ func (s *Server) resolveTitle(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	id, err := s.Transcripts.ResolveTitle(r.Context(), title)
+	id, err := s.transcripts(r.Context()).ResolveTitle(r.Context(), title)
 	if err != nil {
 		return err
 	}
@@ -399,7 +397,7 @@ func (s *Server) nextTitle(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	next, err := s.Transcripts.NextTitle(r.Context(), title)
+	next, err := s.transcripts(r.Context()).NextTitle(r.Context(), title)
 	if err != nil {
 		return err
 	}
@@ -496,7 +494,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	results, err := s.Transcripts.Search(r.Context(), transcripts.SearchQuery{
+	results, err := s.transcripts(r.Context()).Search(r.Context(), transcripts.SearchQuery{
 		Query: q, Sources: filters[0], ExcludeSources: filters[1], Roles: filters[2], Limit: limit, Offset: offset,
 		Order: order,
 	})
@@ -509,7 +507,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) lineage(w http.ResponseWriter, r *http.Request, id sessionID) error {
-	l, err := s.Transcripts.Lineage(r.Context(), string(id))
+	l, err := s.transcripts(r.Context()).Lineage(r.Context(), string(id))
 	if err != nil {
 		return err
 	}
@@ -521,7 +519,7 @@ func (s *Server) recentTranscripts(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	rows, err := s.Transcripts.Recent(r.Context(), limit)
+	rows, err := s.transcripts(r.Context()).Recent(r.Context(), limit)
 	if err != nil {
 		return err
 	}
@@ -531,7 +529,7 @@ func (s *Server) recentTranscripts(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server) exportSession(w http.ResponseWriter, r *http.Request, id sessionID) error {
-	out, err := s.Transcripts.ExportSession(r.Context(), string(id))
+	out, err := s.transcripts(r.Context()).ExportSession(r.Context(), string(id))
 	if err != nil {
 		return err
 	}
@@ -543,7 +541,7 @@ func (s *Server) exportAll(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out, err := s.Transcripts.ExportAll(r.Context(), source)
+	out, err := s.transcripts(r.Context()).ExportAll(r.Context(), source)
 	if err != nil {
 		return err
 	}
@@ -556,7 +554,7 @@ func (s *Server) exportAll(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) tokenStats(w http.ResponseWriter, r *http.Request) error {
-	stats, err := s.Transcripts.TokenStats(r.Context())
+	stats, err := s.transcripts(r.Context()).TokenStats(r.Context())
 	if err != nil {
 		return err
 	}
@@ -573,7 +571,7 @@ func (s *Server) pruneSessions(w http.ResponseWriter, r *http.Request) error {
 	if err := s.syncReadModel(r.Context()); err != nil {
 		return err
 	}
-	ids, err := s.Transcripts.PrunableSessions(r.Context(), time.Duration(*req.OlderThanDays)*24*time.Hour, req.Source, s.Commands.Now())
+	ids, err := s.transcripts(r.Context()).PrunableSessions(r.Context(), time.Duration(*req.OlderThanDays)*24*time.Hour, req.Source, s.Commands.Now())
 	if err != nil {
 		return err
 	}

@@ -173,7 +173,7 @@ func (s *Server) searchLanes(w http.ResponseWriter, r *http.Request) error {
 			return fmt.Errorf("%w: read model: %v", errUnavailable, err)
 		}
 	}
-	rows, err := s.Lanes.List(r.Context(), time.Time{})
+	rows, err := s.lanes(r.Context()).List(r.Context(), time.Time{})
 	if err != nil {
 		return err
 	}

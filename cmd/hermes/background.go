@@ -11,7 +11,6 @@ import (
 	"hermes/adapters/config"
 	"hermes/adapters/hooks"
 	"hermes/commands"
-	"hermes/projections/transcripts"
 )
 
 // manualTickPoll is how often, with --clock=manual, the expiry watcher
@@ -157,7 +156,7 @@ func (p transcriptPruner) Vacuum(ctx context.Context) error {
 
 // pruneIndex is the transcript index the auto-prune deletions check
 // against (DeleteSession only asks whether a session exists).
-type pruneIndex struct{ r *transcripts.Reader }
+type pruneIndex struct{ r liveReader }
 
 func (x pruneIndex) SessionExists(ctx context.Context, id string) (bool, error) {
 	return x.r.SessionExists(ctx, id)

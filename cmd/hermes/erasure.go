@@ -39,7 +39,14 @@ func (rt *runtime) purgeLive(ctx context.Context) error {
 	if err := rt.runner.WaitFor(ctx, head); err != nil {
 		return fmt.Errorf("purge: wait for the read models: %w", err)
 	}
-	return rt.purgeFiles(ctx)
+	if err := rt.purgeFiles(ctx); err != nil {
+		return err
+	}
+	if rt.rebuilds != nil {
+		// The new read models of a rebuild running meanwhile.
+		return rt.rebuilds.purge(ctx)
+	}
+	return nil
 }
 
 // purgeFiles is purge once the read models have applied the erasures.

@@ -12,6 +12,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"hermes/adapters/gatewaylock"
 	"hermes/projections"
 	"hermes/projections/sessions"
 	"hermes/projections/transcripts"
@@ -19,16 +20,26 @@ import (
 
 func newProjectionsCommand(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "projections", Short: "Rebuild and verify the read models"}
+	var server string
 	rebuild := &cobra.Command{
 		Use:   "rebuild",
-		Short: "Rebuild every read model from the event log (stop hermes serve first)",
-		Long: `Rebuilds the lane read model and state.db from position 0 into a scratch
-directory, then swaps them into place. The event log is only read.`,
+		Short: "Rebuild every read model from the event log (live while hermes serve runs)",
+		Long: `Rebuilds the lane read model (lanes.db) and state.db from position 0 of the
+event log into a scratch directory, then swaps them into place. The event
+log is only read.
+
+When hermes serve holds the home, the rebuild runs inside it without
+stopping the API: the new files are built while the old ones serve, caught
+up, and swapped in atomically (POST /v1/projections/rebuild); this command
+asks for it and shows the progress until the swap. Otherwise it rebuilds
+offline. Both refuse to start when the disk cannot hold the new files
+beside the old ones.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runRebuild(orBackground(cmd.Context()), g, cmd.ErrOrStderr())
+			return runRebuild(orBackground(cmd.Context()), g, server, cmd.ErrOrStderr())
 		},
 	}
+	rebuild.Flags().StringVar(&server, "server", "", "URL of the running hermes serve (default: the address it recorded in the home, else api.addr)")
 	verify := &cobra.Command{
 		Use:   "verify",
 		Short: "Rebuild into a temporary directory and compare with the live read models",
@@ -85,7 +96,7 @@ func progressReporter(w io.Writer, what string) func(done, total uint64) {
 	}
 }
 
-func runRebuild(ctx context.Context, g *globalFlags, stderr io.Writer) error {
+func runRebuild(ctx context.Context, g *globalFlags, server string, stderr io.Writer) error {
 	h, err := resolveHome(g)
 	if err != nil {
 		return err
@@ -102,10 +113,16 @@ func runRebuild(ctx context.Context, g *globalFlags, stderr io.Writer) error {
 		return err
 	}
 	lock, err := acquireGatewayLock(h)
+	if errors.Is(err, gatewaylock.ErrLocked) {
+		return rebuildLive(ctx, g, h, server, stderr)
+	}
 	if err != nil {
-		return fmt.Errorf("rebuild needs hermes serve stopped: %w", err)
+		return fmt.Errorf("rebuild: %w", err)
 	}
 	defer lock.release()
+	if err := checkRebuildSpace(h, statfsFree); err != nil {
+		return err
+	}
 	return rebuildReadModels(ctx, h, spec, stderr)
 }
 
@@ -117,35 +134,45 @@ func rebuildReadModels(ctx context.Context, h homeLayout, spec storeSpec, stderr
 		return err
 	}
 	defer store.Close()
-	scratch, err := os.MkdirTemp(h.hermesDir(), "rebuild-")
+	scratch, err := os.MkdirTemp(h.hermesDir(), rebuildScratchPrefix)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(scratch)
-	start := time.Now()
+	tracker := projections.NewRebuildTracker(time.Now)
+	if _, err := tracker.Begin(); err != nil {
+		return err
+	}
+	stopBar := drawRebuild(stderr, tracker.Status)
 	clamps := &clampList{}
-	if err := projections.Rebuild(ctx, store, scratchOpener(clamps), filepath.Join(scratch, "models"), progressReporter(stderr, "rebuild")); err != nil {
+	err = projections.Rebuild(ctx, store, scratchOpener(clamps), filepath.Join(scratch, "models"), tracker.Progress)
+	if err == nil {
+		tracker.Enter(projections.RebuildSwapping)
+		for _, m := range []struct{ from, to string }{
+			{filepath.Join(scratch, "models", "lanes.db"), h.lanesDB()},
+			{filepath.Join(scratch, "models", "state.db"), h.stateDB()},
+		} {
+			if err = replaceDB(m.from, m.to); err != nil {
+				break
+			}
+		}
+	}
+	tracker.Finish(err)
+	stopBar()
+	if err != nil {
 		return err
 	}
 	if n := clamps.print(stderr); n > 0 {
 		fmt.Fprintf(stderr, "%d event values were clamped or quarantined (docs/FOLD_LIMITS.md)\n", n)
 	}
-	for _, m := range []struct{ from, to string }{
-		{filepath.Join(scratch, "models", "lanes.db"), h.lanesDB()},
-		{filepath.Join(scratch, "models", "state.db"), h.stateDB()},
-	} {
-		if err := replaceDB(m.from, m.to); err != nil {
-			return err
-		}
-	}
-	head, _ := store.Head(ctx)
-	took := time.Since(start)
-	rate := float64(head) / max(took.Seconds(), 1e-3)
+	st := tracker.Status()
+	took := st.FinishedAt.Sub(st.StartedAt)
+	rate := float64(st.Total) / max(took.Seconds(), 1e-3)
 	if !spec.embedded() {
-		fmt.Fprintf(stderr, "rebuilt the read models up to position %d of %s in %s (%.0f events/s)\n", head, spec, took.Round(time.Millisecond), rate)
+		fmt.Fprintf(stderr, "rebuilt the read models up to position %d of %s in %s (%.0f events/s)\n", st.Total, spec, took.Round(time.Millisecond), rate)
 		return nil
 	}
-	fmt.Fprintf(stderr, "rebuilt the read models from %d events in %s (%.0f events/s)\n", head, took.Round(time.Millisecond), rate)
+	fmt.Fprintf(stderr, "rebuilt the read models from %d events in %s (%.0f events/s)\n", st.Total, took.Round(time.Millisecond), rate)
 	return nil
 }
 

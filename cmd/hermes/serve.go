@@ -77,14 +77,23 @@ func (d aliasDir) WhatsAppAliases() (map[string][]string, error) {
 // runtime is a running hermes serve.
 type runtime struct {
 	daemonSettings
-	log      *slog.Logger
-	clamps   *clampLogger
-	now      func() time.Time
-	store    events.Store
-	raw      events.Store
-	lanes    *sessions.Projection
-	state    *transcripts.Projection
-	reader   *transcripts.Reader
+	log    *slog.Logger
+	clamps *clampLogger
+	now    func() time.Time
+	store  events.Store
+	raw    events.Store
+	// The read models in use, swapped as a whole by a rebuild on a live
+	// home (liverebuild.go): models is what the requests read, the feeds
+	// are what the runner writes; lanes, state and reader reach them.
+	models    *projections.Holder[api.ReadModels]
+	lanesFeed *projections.Swappable[*sessions.Projection]
+	stateFeed *projections.Swappable[*transcripts.Projection]
+	lanes     liveLanes
+	state     liveState
+	reader    liveReader
+	rebuilds  *liveRebuild
+	// exports are lanes.db's compatibility files (sessions.json, …).
+	exports  sessions.Exports
 	runner   *projections.Runner
 	handler  *commands.Handler
 	server   *api.Server
@@ -150,6 +159,8 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 	}
 	rt.handler = commands.NewHandler(rt.store, writeSideConfig(s.cfg), opts...)
 	metrics.Observe(rt.runner, rt.lanes)
+	rt.rebuilds = newLiveRebuild(rt)
+	metrics.ObserveRebuild(rt.rebuilds.tracker.Status)
 	metrics.Register(rt.clamps.count)
 	restart := make(chan struct{}, 1)
 	rt.requestRestart = func() {
@@ -162,8 +173,8 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 		Commands:        rt.handler,
 		Store:           rt.store,
 		Runner:          rt.runner,
-		Lanes:           rt.lanes,
-		Transcripts:     rt.reader,
+		Models:          rt.models,
+		Rebuild:         rt.rebuilds,
 		Clock:           clock,
 		Token:           s.cfg.API.Token,
 		MaxBodyBytes:    s.cfg.API.MaxBodyBytes,
@@ -204,13 +215,20 @@ func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
 	if rt.cfg.Sessions.WriteSessionsJSON {
 		exports.SessionsJSON = rt.home.sessionsJSON()
 	}
+	rt.exports = exports
+	dropRebuildLeftovers(rt.log, rt.home)
 	// The read models are disposable: a damaged one is moved aside and
 	// rebuilt by the catch-up below (heal.go).
 	now := time.Now()
 	sweepBroken(rt.log, now, rt.cfg.Storage.BrokenRetention, rt.home.lanesDB(), rt.home.stateDB())
 	lanesPath, statePath := rt.home.lanesDB(), rt.home.stateDB()
+	var (
+		lanes  *sessions.Projection
+		state  *transcripts.Projection
+		reader *transcripts.Reader
+	)
 	if err := reserve.retry(func() (err error) {
-		rt.lanes, err = healable(rt.log, now, lanesPath, "lanes.db",
+		lanes, err = healable(rt.log, now, lanesPath, "lanes.db",
 			func() (*sessions.Projection, error) { return sessions.Open(lanesPath, exports) },
 			func(error) bool { return true })
 		return err
@@ -218,7 +236,7 @@ func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
 		return err
 	}
 	if err := reserve.retry(func() (err error) {
-		rt.state, err = healable(rt.log, now, statePath, "state.db",
+		state, err = healable(rt.log, now, statePath, "state.db",
 			func() (*transcripts.Projection, error) { return transcripts.Open(statePath) },
 			stateDBIsOurs(statePath))
 		return err
@@ -226,15 +244,22 @@ func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
 		return err
 	}
 	rt.clamps = newClampLogger(rt.log)
-	rt.lanes.ReportClampsTo(rt.clamps)
-	rt.state.ReportClampsTo(rt.clamps)
+	lanes.ReportClampsTo(rt.clamps)
+	state.ReportClampsTo(rt.clamps)
 	if err := reserve.retry(func() (err error) {
-		rt.reader, err = transcripts.OpenReader(rt.home.stateDB())
+		reader, err = transcripts.OpenReader(rt.home.stateDB())
 		return err
 	}); err != nil {
+		lanes.Close()
+		state.Close()
 		return err
 	}
-	rt.runner = projections.NewRunner(rt.raw, rt.lanes, rt.state)
+	rt.models = projections.NewHolder(api.ReadModels{Lanes: lanes, Transcripts: reader})
+	rt.lanesFeed, rt.stateFeed = projections.NewSwappable(lanes), projections.NewSwappable(state)
+	rt.lanes = liveLanes{feed: rt.lanesFeed, models: rt.models}
+	rt.state = liveState{feed: rt.stateFeed}
+	rt.reader = liveReader{models: rt.models}
+	rt.runner = projections.NewRunner(rt.raw, rt.lanesFeed, rt.stateFeed)
 	rt.runner.SetLogger(rt.log)
 	start := time.Now()
 	if err := rt.runner.CatchUp(ctx, progressReporter(stderr, "catching up")); err != nil {
@@ -253,16 +278,18 @@ func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
 }
 
 func (rt *runtime) close() {
-	if rt.reader != nil {
-		rt.reader.Close()
+	if rt.models != nil {
+		m, release := rt.models.Acquire()
+		m.Transcripts.Close()
+		release()
+		rt.stateFeed.Close()
+		rt.lanesFeed.Close()
 	}
 	if rt.handler != nil {
 		rt.handler.WaitSnapshots()
 	}
-	for _, c := range []io.Closer{rt.state, rt.lanes, rt.raw} {
-		if c != nil {
-			c.Close()
-		}
+	if rt.raw != nil {
+		rt.raw.Close()
 	}
 }
 
@@ -274,6 +301,11 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 	}
 	ln = api.LimitListener(ln, rt.cfg.API.MaxConnections)
 	rt.listener = ln
+	// Where the CLI finds this server (hermes projections rebuild).
+	if err := os.WriteFile(serveAddrPath(rt.home), []byte(ln.Addr().String()+"\n"), 0o600); err != nil {
+		rt.log.Warn("record the listen address", "err", err)
+	}
+	defer os.Remove(serveAddrPath(rt.home))
 	if rt.debugAddr != "" {
 		go serveDebug(rt.debugAddr, rt.log)
 	}
@@ -283,6 +315,7 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 	defer stopRunner()
 	runnerDone := make(chan error, 1)
 	go func() { runnerDone <- rt.runner.Run(runCtx) }()
+	defer rt.rebuilds.close()
 
 	srv := &http.Server{
 		Handler:           rt.server.Handler(),
@@ -363,7 +396,8 @@ wait:
 		os.Exit(exitFailure)
 	})
 	defer watchdog.Stop()
-	bg.stop() // no expiry pass or webhook delivery during the drain
+	bg.stop()           // no expiry pass or webhook delivery during the drain
+	rt.rebuilds.close() // nor a swap of the read models
 	clean := rt.drain(ctx, restarting, drainTimeout(rt.cfg.Agent))
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), min(5*time.Second, time.Until(stopBy)/2))
 	defer cancel()
