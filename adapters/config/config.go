@@ -293,7 +293,7 @@ func Default() Config {
 		Node:     Node{Lease: 60 * time.Second},
 		Gateway:  Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
 		Storage:  Storage{BrokenRetention: 7 * 24 * time.Hour},
-		Memory:   Memory{GCPercent: 50},
+		Memory:   Memory{GCPercent: 100},
 		Backup:   Backup{Keep: 7},
 	}
 }

@@ -190,7 +190,7 @@ func buildKeys() []key {
 			doc: "seconds a damaged read model moved aside at start (<name>.broken-<time>) is kept before it is deleted (default 7 days)",
 			ptr: func(c *Config) any { return &c.Storage.BrokenRetention }},
 		key{path: "memory.gc_percent", kind: kindInt, lo: 10, hi: 1000,
-			doc: "percent the Go heap may grow over its live data before a collection (Go's GOGC, which wins when set; default 50: less memory for a little more CPU) (10–1000)",
+			doc: "percent the Go heap may grow over its live data before a collection (Go's GOGC, which wins when set; default 100, Go's; lower trades CPU for memory) (10–1000)",
 			ptr: func(c *Config) any { return &c.Memory.GCPercent }},
 		key{path: "memory.soft_limit_mib", kind: kindInt, lo: 0, hi: 1 << 20,
 			doc: "Go's soft memory limit in MiB (GOMEMLIMIT, which wins when set); 0 (default): follow the live heap, so memory freed after a burst is returned at once",

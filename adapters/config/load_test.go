@@ -86,7 +86,7 @@ func TestLoadDefaultsWithoutFile(t *testing.T) {
 		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
 		Gateway:                config.Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
 		Storage:                config.Storage{BrokenRetention: 7 * 24 * time.Hour},
-		Memory:                 config.Memory{GCPercent: 50},
+		Memory:                 config.Memory{GCPercent: 100},
 		Backup:                 config.Backup{Keep: 7},
 		Node:                   config.Node{Lease: time.Minute},
 	}

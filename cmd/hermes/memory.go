@@ -17,7 +17,7 @@ import (
 // A server's live heap is small (the lane cache, ~10 MB at 10k lanes), but
 // bursts of requests leave garbage: with Go's defaults the heap grows to
 // twice the live data and the freed pages go back to the system over
-// minutes. hermes collects at gc_percent (50 by default) and, unless a
+// minutes. hermes collects at gc_percent (Go's 100 by default) and, unless a
 // fixed limit is configured, keeps Go's soft memory limit just above the
 // heap that gc_percent allows for the current live data, so the runtime
 // returns what a burst freed at once. The limit follows the live heap, so
