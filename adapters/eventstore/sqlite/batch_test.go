@@ -11,7 +11,7 @@ import (
 // TestAppendBatch: each stream of a batch is checked against its own
 // expected version; a conflict, a malformed append or a retry answers for
 // that stream alone, the others are appended, and every result is in the
-// order of the appends, across more than one writer window.
+// order of the appends, with more appends than one group commit takes.
 func TestAppendBatch(t *testing.T) {
 	s := openTemp(t)
 	mustAppend(t, s, "lane-conflict", events.NoStream(), touch("c1"))
