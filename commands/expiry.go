@@ -270,22 +270,30 @@ func (w *ExpiryWatcher) forgetFailures(due []expiring) {
 	}
 }
 
-// finalize runs the hooks of the due lanes and records their finalization.
+// finalize runs the hooks of the due lanes, then records the finalization
+// of every lane whose hook succeeded (or failed for the last time) as one
+// batch (Handler.decideBatch: one transaction on the SQLite store). A pass
+// stopped while the hooks run still records the lanes whose hooks ran, so
+// they are not run again.
 func (w *ExpiryWatcher) finalize(ctx context.Context, due []expiring, rep *PassReport) error {
 	if len(due) == 0 {
 		return nil
 	}
 	w.log(slog.LevelInfo, fmt.Sprintf("Session expiry: %d sessions to finalize (%s)", len(due), platformCounts(due)))
 	var errs []error
+	var ready []expiring
+	var forced []bool
 	for _, d := range due {
 		if err := ctx.Err(); err != nil {
-			return errors.Join(append(errs, err)...)
+			errs = append(errs, err)
+			break
 		}
 		rep.Expired = append(rep.Expired, d.key)
-		forced := false
+		force := false
 		if err := w.runHook(ctx, d.req); err != nil {
 			if ctx.Err() != nil {
-				return errors.Join(append(errs, ctx.Err())...)
+				errs = append(errs, ctx.Err())
+				break
 			}
 			w.failures[d.req.SessionID]++
 			n := w.failures[d.req.SessionID]
@@ -297,21 +305,41 @@ func (w *ExpiryWatcher) finalize(ctx context.Context, due []expiring, rep *PassR
 			}
 			w.log(slog.LevelWarn, fmt.Sprintf("Session finalize for %s failed %d times; Marking as finalized to prevent infinite retry loop.", d.req.SessionID, n),
 				"session_key", d.key, "session_id", d.req.SessionID, "err", err)
-			forced = true
+			force = true
 		}
-		// The id names this decision (the lane at this version), not the
-		// session: a session switched back to later is a new incarnation
-		// that may expire and be finalized again.
-		res, err := w.h.FinalizeExpiry(ctx, FinalizeExpiry{Key: d.key, Forced: forced, CommandID: fmt.Sprintf("finalize_expiry/%s@%d", d.req.SessionID, d.version)})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("expiry: %w", err))
+		ready = append(ready, d)
+		forced = append(forced, force)
+	}
+	if len(ready) == 0 {
+		return errors.Join(errs...)
+	}
+	// The id names this decision (the lane at this version), not the
+	// session: a session switched back to later is a new incarnation that
+	// may expire and be finalized again.
+	targets := make([]sweepTarget, len(ready))
+	for i, d := range ready {
+		targets[i] = sweepTarget{key: d.key, commandID: fmt.Sprintf("finalize_expiry/%s@%d", d.req.SessionID, d.version)}
+	}
+	outcomes, err := w.h.decideBatch(context.WithoutCancel(ctx), "finalize_expiry", targets, func(i int, l domain.Lane, now time.Time) []events.Event {
+		return l.FinalizeExpiry(w.h.cfg.rulesFor(l.Platform, l.ChatType), forced[i], now)
+	})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("expiry: %w", err))
+	}
+	for i, o := range outcomes {
+		d := ready[i]
+		if o.err != nil {
+			errs = append(errs, fmt.Errorf("expiry: %w", o.err))
 			continue
 		}
+		if err != nil && o.events == nil {
+			continue // not answered: the batch failed before this lane
+		}
 		delete(w.failures, d.req.SessionID)
-		if !hasEvent[events.ExpiryFinalized](res.Events) {
+		if !hasEvent[events.ExpiryFinalized](o.events) {
 			continue // used again since, or finalized by someone else
 		}
-		if forced {
+		if forced[i] {
 			rep.Forced = append(rep.Forced, d.key)
 		} else {
 			rep.Finalized = append(rep.Finalized, d.key)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"hermes/adapters/eventstore/sqlite"
 	"hermes/commands"
 	"hermes/domain"
 	"hermes/events"
@@ -79,5 +80,56 @@ func TestSweep_BatchAndFallback(t *testing.T) {
 				t.Fatalf("retried sweep marked %v and moved the head %d -> %d", again, head, head2)
 			}
 		})
+	}
+}
+
+// countingLog counts the single-stream appends and the batch appends a
+// handler makes.
+type countingLog struct {
+	*sqlite.Store
+	appends, batches, batched int
+}
+
+func (c *countingLog) Append(ctx context.Context, stream string, x events.ExpectedVersion, p []events.Proposed) (events.AppendResult, error) {
+	c.appends++
+	return c.Store.Append(ctx, stream, x, p)
+}
+
+func (c *countingLog) AppendBatch(ctx context.Context, a []events.StreamAppend) ([]events.BatchResult, error) {
+	c.batches++
+	c.batched += len(a)
+	return c.Store.AppendBatch(ctx, a)
+}
+
+// TestExpiryWatcher_FinalizesInOneBatch: the expiry watcher records the
+// finalization of every expired lane of a pass with one batch append (one
+// transaction on the SQLite store), each lane under its own command id,
+// like the restart sweep and the entry prune.
+func TestExpiryWatcher_FinalizesInOneBatch(t *testing.T) {
+	ctx := context.Background()
+	w := newExpiryWorld(t, idlePolicy(60))
+	const lanes = 5
+	for i := range lanes {
+		w.lane(t, "telegram", fmt.Sprint(i))
+	}
+	w.clock.Advance(61 * time.Minute)
+	log := &countingLog{Store: w.store}
+	cfg := commands.DefaultConfig()
+	cfg.Policies.Default = idlePolicy(60)
+	h := commands.NewHandler(log, cfg, commands.WithClock(w.clock.Now), commands.WithDirectory(w.dir))
+	rep, err := commands.NewExpiryWatcher(h, commands.ExpiryConfig{Hook: &recordingHook{}}).Pass(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Finalized) != lanes {
+		t.Fatalf("Pass finalized %v, want %d lanes", rep.Finalized, lanes)
+	}
+	if log.appends != 0 || log.batches != 1 || log.batched != lanes {
+		t.Fatalf("pass made %d appends and %d batches of %d streams, want one batch of %d", log.appends, log.batches, log.batched, lanes)
+	}
+	for _, k := range rep.Finalized {
+		if got := w.finalizations(t, k); len(got) != 1 {
+			t.Fatalf("finalizations of %s = %+v, want one", k, got)
+		}
 	}
 }

@@ -20,7 +20,7 @@ type BatchResult struct {
 
 // BatchAppender is an optional capability of a [Store]: append to many
 // streams in one call, sharing transactions and fsyncs (the SQLite store
-// commits them together, up to its group-commit bounds). Each stream's
+// commits them in one transaction, split only past a size bound). Each stream's
 // append is atomic and checked against its own expected version; one
 // stream's conflict or refusal does not fail the others. The results are
 // in the order of the appends. The error is for the call as a whole (a

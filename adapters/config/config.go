@@ -39,6 +39,7 @@ type Config struct {
 	Hooks    Hooks
 	Gateway  Gateway
 	Storage  Storage
+	Memory   Memory
 	Backup   Backup
 	// MultiplexProfiles is multiplex_profiles.
 	MultiplexProfiles bool
@@ -224,6 +225,21 @@ type Storage struct {
 	BrokenRetention time.Duration
 }
 
+// Memory is the memory block: how hermes serve trades memory for CPU in
+// Go's garbage collector. The GOGC and GOMEMLIMIT environment variables
+// win over it when set.
+type Memory struct {
+	// GCPercent is memory.gc_percent: the heap may grow this many percent
+	// over the live data before a collection (Go's GOGC; Go's default is
+	// 100).
+	GCPercent int
+	// SoftLimitMiB is memory.soft_limit_mib: Go's soft memory limit in
+	// MiB; 0 makes it follow the live heap (the heap GCPercent allows plus
+	// a margin), so memory freed after a burst goes back to the system at
+	// once instead of over minutes.
+	SoftLimitMiB int
+}
+
 // Recovery is the recovery block: restart recovery.
 type Recovery struct {
 	// Recent is recovery.recent_seconds: sessions updated this recently
@@ -277,6 +293,7 @@ func Default() Config {
 		Node:     Node{Lease: 60 * time.Second},
 		Gateway:  Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
 		Storage:  Storage{BrokenRetention: 7 * 24 * time.Hour},
+		Memory:   Memory{GCPercent: 100},
 		Backup:   Backup{Keep: 7},
 	}
 }

@@ -86,6 +86,7 @@ func TestLoadDefaultsWithoutFile(t *testing.T) {
 		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
 		Gateway:                config.Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
 		Storage:                config.Storage{BrokenRetention: 7 * 24 * time.Hour},
+		Memory:                 config.Memory{GCPercent: 100},
 		Backup:                 config.Backup{Keep: 7},
 		Node:                   config.Node{Lease: time.Minute},
 	}
@@ -161,6 +162,9 @@ gateway:
     ttl_seconds: 3600
 storage:
   broken_retention_seconds: 3600
+memory:
+  gc_percent: 80
+  soft_limit_mib: 256
 backup:
   interval_seconds: 21600
   dir: /var/backups/hermes
@@ -192,6 +196,7 @@ node:
 		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
 		Gateway:                config.Gateway{BusyInputMode: "queue", QueueMaxItems: 5, QueueTTL: time.Hour},
 		Storage:                config.Storage{BrokenRetention: time.Hour},
+		Memory:                 config.Memory{GCPercent: 80, SoftLimitMiB: 256},
 		Backup:                 config.Backup{Interval: 6 * time.Hour, Dir: "/var/backups/hermes", Keep: 3},
 		PlatformSettings:       map[string]config.Platform{"telegram": {}},
 		MultiplexProfiles:      true,

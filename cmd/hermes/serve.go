@@ -127,6 +127,10 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 	}
 	defer lock.release()
 
+	memCtx, stopMemory := context.WithCancel(ctx)
+	defer stopMemory()
+	applyMemorySettings(memCtx, s.cfg.Memory, log)
+
 	rt := &runtime{daemonSettings: s, log: log, now: time.Now}
 	var clock *api.ManualClock
 	if s.manualClock {

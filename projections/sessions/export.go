@@ -1,10 +1,12 @@
 package sessions
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -87,42 +89,70 @@ func (p *Projection) Flush(ctx context.Context) error {
 	return p.export(ctx)
 }
 
+// writeSessionsJSON streams every live lane into a new sessions.json: one
+// lane's JSON at a time through a buffered file, so an export of 100k
+// lanes costs kilobytes of memory, not the size of the file several times
+// over (it runs after every second of changes).
 func (p *Projection) writeSessionsJSON(ctx context.Context) error {
 	rows, err := p.db.QueryContext(ctx, `SELECT `+laneColumns+` FROM lanes WHERE pruned = 0 ORDER BY session_key`)
 	if err != nil {
 		return fmt.Errorf("export sessions.json: %w", err)
 	}
 	defer rows.Close()
-	var buf bytes.Buffer
-	buf.WriteString("{\n  \"_README\": ")
-	readme, err := marshalNoEscape(SessionsJSONReadme, "")
-	if err != nil {
-		return fmt.Errorf("export sessions.json: %w", err)
-	}
-	buf.Write(readme)
-	for rows.Next() {
-		r, err := scanLane(rows)
-		if err != nil {
+	key, entry := newNoEscapeEncoder(""), newNoEscapeEncoder("  ")
+	return writeFileAtomic(p.exports.SessionsJSON, ".sessions_*.tmp", func(w *bufio.Writer) error {
+		w.WriteString("{\n  \"_README\": ")
+		if err := key.encode(w, SessionsJSONReadme); err != nil {
 			return fmt.Errorf("export sessions.json: %w", err)
 		}
-		key, err := marshalNoEscape(r.Lane.SessionKey, "")
-		if err != nil {
+		for rows.Next() {
+			r, err := scanLane(rows)
+			if err != nil {
+				return fmt.Errorf("export sessions.json: %w", err)
+			}
+			w.WriteString(",\n  ")
+			if err := key.encode(w, r.Lane.SessionKey); err != nil {
+				return fmt.Errorf("export sessions.json: %w", err)
+			}
+			w.WriteString(": ")
+			if err := entry.encode(w, hermesEntry(r.Lane, p.exports.Location)); err != nil {
+				return fmt.Errorf("export sessions.json: lane %q: %w", r.Lane.SessionKey, err)
+			}
+		}
+		if err := rows.Err(); err != nil {
 			return fmt.Errorf("export sessions.json: %w", err)
 		}
-		entry, err := marshalNoEscape(hermesEntry(r.Lane, p.exports.Location), "  ")
-		if err != nil {
-			return fmt.Errorf("export sessions.json: lane %q: %w", r.Lane.SessionKey, err)
-		}
-		buf.WriteString(",\n  ")
-		buf.Write(key)
-		buf.WriteString(": ")
-		buf.Write(entry)
+		_, err := w.WriteString("\n}\n")
+		return err
+	})
+}
+
+// noEscapeEncoder encodes values as Python's json.dump does: no HTML
+// escaping of <, > and &, indented by two spaces under prefix when prefix
+// is set. It reuses its buffer from one value to the next.
+type noEscapeEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+func newNoEscapeEncoder(prefix string) *noEscapeEncoder {
+	e := &noEscapeEncoder{}
+	e.enc = json.NewEncoder(&e.buf)
+	e.enc.SetEscapeHTML(false)
+	if prefix != "" {
+		e.enc.SetIndent(prefix, "  ")
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("export sessions.json: %w", err)
+	return e
+}
+
+// encode writes v's JSON to w, without the encoder's trailing newline.
+func (e *noEscapeEncoder) encode(w io.Writer, v any) error {
+	e.buf.Reset()
+	if err := e.enc.Encode(v); err != nil {
+		return fmt.Errorf("encode %T: %w", v, err)
 	}
-	buf.WriteString("\n}\n")
-	return writeFileAtomic(p.exports.SessionsJSON, buf.Bytes(), ".sessions_*.tmp")
+	_, err := w.Write(bytes.TrimRight(e.buf.Bytes(), "\n"))
+	return err
 }
 
 // entry is a SessionEntry in Hermes' to_dict shape (field order as Hermes
@@ -192,21 +222,6 @@ func hermesEntry(l domain.Lane, loc *time.Location) entry {
 	return e
 }
 
-// marshalNoEscape encodes v as Python's json.dump does: no HTML escaping
-// of <, > and &, indented by two spaces under prefix when prefix is set.
-func marshalNoEscape(v any, prefix string) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if prefix != "" {
-		enc.SetIndent(prefix, "  ")
-	}
-	if err := enc.Encode(v); err != nil {
-		return nil, fmt.Errorf("encode %T: %w", v, err)
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
-}
-
 // finiteCost is c bounded to [0, domain.MaxCostUSD], NaN as 0: the lane
 // fold never makes a cost sum leave that range, but a JSON file must not
 // fail on a row that did (JSON has no NaN or infinity).
@@ -249,13 +264,16 @@ func (p *Projection) writeRestartFailureCounts(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("export restart failure counts: %w", err)
 	}
-	return writeFileAtomic(p.exports.RestartFailureCounts, data, ".restart_failure_counts_*.tmp")
+	return writeFileAtomic(p.exports.RestartFailureCounts, ".restart_failure_counts_*.tmp", func(w *bufio.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
 }
 
-// writeFileAtomic writes data to path through a fsynced temp file in the
-// same directory and a rename, so readers see the old or the new file,
-// never half of one. The file is private (0600).
-func writeFileAtomic(path string, data []byte, pattern string) error {
+// writeFileAtomic writes what write writes to path through a buffered,
+// fsynced temp file in the same directory and a rename, so readers see the
+// old or the new file, never half of one. The file is private (0600).
+func writeFileAtomic(path, pattern string, write func(*bufio.Writer) error) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -270,7 +288,12 @@ func writeFileAtomic(path string, data []byte, pattern string) error {
 		f.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if _, err := f.Write(data); err != nil {
+	w := bufio.NewWriterSize(f, 64<<10)
+	err = write(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
 		f.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}

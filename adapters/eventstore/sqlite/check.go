@@ -29,37 +29,68 @@ func IsDamaged(err error) bool {
 	return errors.Is(err, ErrDamaged) || isCode(err, sqlite3.SQLITE_CORRUPT) || isCode(err, sqlite3.SQLITE_NOTADB)
 }
 
-// tailEvents is how many of the last events Open reads and decodes.
-const tailEvents = 1024
+// tailEvents and tailBytes bound what Open reads and decodes of the last
+// events: 1,024 of them, or fewer when they hold more than 4 MiB (a log
+// ending in big transcript events would otherwise be decoded by the
+// hundred megabytes at every start).
+const (
+	tailEvents = 1024
+	tailBytes  = 4 << 20
+)
 
-// checkTail reads the header (done by checkSchema) and the last tailEvents
-// events: each must read and decode, positions strictly decreasing, and the
-// highest position must agree with the AUTOINCREMENT counter. It costs a
-// few milliseconds whatever the size of the log.
+// checkTail reads the header (done by checkSchema) and the last events
+// (tailEvents, tailBytes): each must read and decode, positions strictly
+// decreasing, and the highest position must agree with the AUTOINCREMENT
+// counter. It costs a few milliseconds whatever the size of the log, and
+// decodes one event at a time, so its garbage is one event's.
 func checkTail(ctx context.Context, q interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }) error {
-	rows, err := q.QueryContext(ctx, "SELECT "+columns+" FROM events ORDER BY position DESC LIMIT ?", tailEvents)
+	rows, err := q.QueryContext(ctx, "SELECT position, type, data, metadata FROM events ORDER BY position DESC LIMIT ?", tailEvents)
 	if err != nil {
 		return damagedError("read the last events", err)
 	}
-	envs, err := scan(rows, tailEvents)
-	if err != nil {
-		return damagedError("read the last events", err)
-	}
-	for i := 1; i < len(envs); i++ {
-		if envs[i].Position >= envs[i-1].Position {
-			return fmt.Errorf("%w: positions out of order at %d", ErrDamaged, envs[i].Position)
+	defer rows.Close()
+	var last, prev int64
+	read := 0
+	for rows.Next() {
+		var position int64
+		var typ string
+		var data, meta sql.RawBytes
+		if err := rows.Scan(&position, &typ, &data, &meta); err != nil {
+			return damagedError("read the last events", err)
 		}
+		if _, err := events.Decode(typ, data); err != nil {
+			return damagedError("read the last events", fmt.Errorf("position %d: %w", position, err))
+		}
+		var md events.Metadata
+		if err := json.Unmarshal(meta, &md); err != nil {
+			return damagedError("read the last events", fmt.Errorf("position %d: decode metadata: %w", position, err))
+		}
+		if last == 0 {
+			last = position
+		} else if position >= prev {
+			return fmt.Errorf("%w: positions out of order at %d", ErrDamaged, position)
+		}
+		prev = position
+		if read += len(data) + len(meta); read > tailBytes {
+			break
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return damagedError("read the last events", err)
+	}
+	if err := rows.Close(); err != nil {
+		return damagedError("read the last events", err)
 	}
 	var seq sql.NullInt64
 	err = q.QueryRowContext(ctx, "SELECT seq FROM sqlite_sequence WHERE name = 'events'").Scan(&seq)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return damagedError("read the position counter", err)
 	}
-	if len(envs) > 0 && seq.Valid && uint64(seq.Int64) < envs[0].Position {
-		return fmt.Errorf("%w: the position counter (%d) is below the last position (%d)", ErrDamaged, seq.Int64, envs[0].Position)
+	if last > 0 && seq.Valid && seq.Int64 < last {
+		return fmt.Errorf("%w: the position counter (%d) is below the last position (%d)", ErrDamaged, seq.Int64, last)
 	}
 	return nil
 }
