@@ -68,13 +68,13 @@ func appendLane(tb testing.TB, store events.Store, key string, from, to int) []e
 	return all
 }
 
-// countingLog counts the events a handler reads from the log.
-type countingLog struct {
+// readCountingLog counts the events a handler reads from the log.
+type readCountingLog struct {
 	commands.EventLog
 	read atomic.Int64
 }
 
-func (c *countingLog) ReadStream(ctx context.Context, stream string, from uint64, count int, dir events.Direction) ([]events.Envelope, error) {
+func (c *readCountingLog) ReadStream(ctx context.Context, stream string, from uint64, count int, dir events.Direction) ([]events.Envelope, error) {
 	envs, err := c.EventLog.ReadStream(ctx, stream, from, count, dir)
 	c.read.Add(int64(len(envs)))
 	return envs, err
@@ -123,7 +123,7 @@ func TestSnapshotLoadFoldsTheTail(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			log := &countingLog{EventLog: store}
+			log := &readCountingLog{EventLog: store}
 			h := commands.NewHandler(log, commands.DefaultConfig(), tt.opts(store)...)
 			lane, version, err := h.Lane(ctx, longLaneKey)
 			if err != nil {
