@@ -106,6 +106,12 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 		if _, err := p.stmts.commit.ExecContext(ctx); err != nil {
 			return fmt.Errorf("apply: commit: %w", err)
 		}
+		committed = true
+		if p.bulk {
+			if err := p.offerBuilders(ctx); err != nil {
+				return fmt.Errorf("apply: %w", err)
+			}
+		}
 	}
 	committed = true
 	if p.clamps != nil {
