@@ -20,7 +20,7 @@ import (
 
 // bulkCommitEvents is how many events a bulk load folds per transaction.
 // A variable for tests.
-var bulkCommitEvents = 64 * 1024
+var bulkCommitEvents = 256 * 1024
 
 // bulkMaxLanes bounds the lane rows a bulk load keeps in memory: past it,
 // the rows are dropped after a commit and read again when next needed.

@@ -52,10 +52,18 @@ const bulkCacheKiB = 128 * 1024
 
 // commitBulkTx commits the transaction a bulk load keeps open, if any.
 func (p *Projection) commitBulkTx(ctx context.Context) error {
+	vs := p.bulkVersions
+	p.bulkVersions = nil // the live path reads the versions of each batch
 	if !p.bulkTx {
 		return nil
 	}
 	p.bulkTx, p.bulkPending = false, 0
+	if vs != nil {
+		if err := vs.flush(ctx, p.stmts); err != nil {
+			_, rbErr := p.conn.ExecContext(context.Background(), "ROLLBACK")
+			return errors.Join(fmt.Errorf("commit bulk load: %w", err), rbErr)
+		}
+	}
 	if _, err := p.conn.ExecContext(ctx, "COMMIT"); err != nil {
 		return fmt.Errorf("commit bulk load: %w", err)
 	}
@@ -205,18 +213,9 @@ func (p *Projection) finishBuilders(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	done := make(chan error, len(builders))
-	for _, b := range builders {
-		go func() { done <- b.finish(upto, changed) }()
-	}
-	var errs []error
-	for range builders {
-		errs = append(errs, <-done)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	copied := map[string]string{}
+	// Each table is copied in as soon as its builder is done (the smaller
+	// unicode61 index first, while the trigram one may still be working).
+	copied, ready := map[string]string{}, map[string]<-chan error{}
 	for i, b := range builders {
 		schema := "build" + strconv.Itoa(i)
 		if _, err := p.conn.ExecContext(ctx, "ATTACH DATABASE '"+strings.ReplaceAll(b.scratch, "'", "''")+"' AS "+schema); err != nil {
@@ -228,10 +227,11 @@ func (p *Projection) finishBuilders(ctx context.Context) (err error) {
 			}
 		}()
 		copied[b.table] = schema
+		done := make(chan error, 1)
+		ready[b.table] = done
+		go func() { done <- b.finish(upto, changed) }()
 	}
-	built := make(chan error, 1)
-	built <- nil
-	return p.installFTS(ctx, built, copied)
+	return p.installFTS(ctx, copied, ready)
 }
 
 // changedIDs returns the ids the change triggers recorded.
@@ -308,7 +308,7 @@ func (p *Projection) finishBulk(ctx context.Context) error {
 	}
 	built := make(chan error, 1)
 	go func() { built <- buildFTS(ctx, p.path, scratch, sideTable) }()
-	err = p.installFTS(ctx, built, map[string]string{sideTable: "build"})
+	err = p.installFTS(ctx, map[string]string{sideTable: "build"}, map[string]<-chan error{sideTable: built})
 	if _, dErr := p.conn.ExecContext(context.Background(), "DETACH DATABASE build"); dErr != nil {
 		err = errors.Join(err, dErr)
 	}
@@ -409,15 +409,30 @@ func buildFTS(ctx context.Context, src, scratch, table string) error {
 
 // installFTS fills the FTS tables in one transaction: each table of
 // copied gets the shadow tables of the scratch file attached under that
-// schema name; a table not in copied (mainTable) is built here from the
-// messages, while the scratch files are completed (built). The triggers
-// are created again, the FTS configuration is left as Hermes' DDL made it
-// and metaBulk is cleared.
-func (p *Projection) installFTS(ctx context.Context, built <-chan error, copied map[string]string) (err error) {
+// schema name once that file is complete (ready); a table not in copied
+// (mainTable) is built here from the messages meanwhile. The triggers are
+// created again, the FTS configuration is left as Hermes' DDL made it and
+// metaBulk is cleared. It returns once every ready channel has answered.
+func (p *Projection) installFTS(ctx context.Context, copied map[string]string, ready map[string]<-chan error) (err error) {
+	// wait has the scratch files complete (or failed): they are removed
+	// after this returns.
+	wait := func(table string) error {
+		ch, ok := ready[table]
+		if !ok {
+			return nil
+		}
+		delete(ready, table)
+		return <-ch
+	}
+	defer func() {
+		for table := range ready {
+			err = errors.Join(err, wait(table))
+		}
+	}()
 	// BEGIN, not BEGIN IMMEDIATE, which would lock the attached scratch
-	// file that buildFTS is writing: the first write locks the file.
+	// files that the builders are writing: the first write locks the file.
 	if _, err := p.conn.ExecContext(ctx, "BEGIN"); err != nil {
-		return errors.Join(err, <-built)
+		return err
 	}
 	defer func() {
 		if err != nil {
@@ -439,22 +454,22 @@ func (p *Projection) installFTS(ctx context.Context, built <-chan error, copied 
 	var restore []string
 	if _, ok := copied[mainTable]; !ok {
 		if restore, err = bulkConfigRestore(ctx, p.conn); err != nil {
-			return errors.Join(err, <-built)
+			return err
 		}
 		stmts = append(append(stmts, bulkConfig(mainTable)...), ftsFill(mainTable, "main"))
 	}
 	if err := exec(stmts...); err != nil {
-		return errors.Join(err, <-built)
-	}
-	if err := <-built; err != nil {
 		return err
 	}
-	stmts = nil
-	for _, table := range ftsTables {
+	for _, table := range []string{sideTable, mainTable} {
 		schema, ok := copied[table]
 		if !ok {
 			continue
 		}
+		if err := wait(table); err != nil {
+			return err
+		}
+		stmts = nil
 		for _, s := range ftsShadowCopy { // the averages and structure records too
 			stmts = append(stmts, "DELETE FROM main."+table+s,
 				"INSERT INTO main."+table+s+" SELECT * FROM "+schema+"."+table+s)
@@ -462,8 +477,11 @@ func (p *Projection) installFTS(ctx context.Context, built <-chan error, copied 
 		// An index that FTS5 moved to a later format version (at its
 		// first secure delete) keeps it.
 		version := "(SELECT v FROM " + schema + "." + table + "_config WHERE k = 'version')"
-		stmts = append(stmts, "UPDATE main."+table+"_config SET v = "+version+" WHERE k = 'version' AND v < "+version)
+		if err := exec(append(stmts, "UPDATE main."+table+"_config SET v = "+version+" WHERE k = 'version' AND v < "+version)...); err != nil {
+			return err
+		}
 	}
+	stmts = nil
 	_, ddl := ftsTriggers()
 	stmts = append(append(stmts, ddl...), restore...)
 	return exec(append(stmts,

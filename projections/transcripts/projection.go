@@ -85,6 +85,9 @@ type Projection struct {
 	bulk        bool
 	bulkTx      bool
 	bulkPending int
+	// bulkVersions are the stream versions held while bulkTx (see
+	// streamVersions).
+	bulkVersions *streamVersions
 	// builders index the messages of a bulk load as they are committed
 	// (see ftsBuilder); none on a load that Open finishes.
 	builders []*ftsBuilder
