@@ -19,17 +19,21 @@ import (
 // in them: one row per message, its content, tool name and tool calls
 // joined by spaces.
 //
-// BeginBulk drops Hermes' six FTS triggers and records metaBulk; Apply
-// then writes only the plain tables, one transaction per bulkCommitEvents
-// events (synchronous stays NORMAL: with so few commits it costs nothing).
-// EndBulk builds the unicode61 index in a scratch file on one core while
-// the trigram index is built in the file itself on the other, both with a
-// large FTS5 term hash and no automatic merges; then, in the transaction
-// that built the trigram index, it copies the scratch file's shadow tables
-// in, creates the triggers again from schema.sql (the same DDL, byte for
-// byte), puts the FTS5 settings it changed back as they were and clears
-// metaBulk. A file opened with metaBulk set (a
-// crash or an error during a bulk load) is finished by Open the same way.
+// BeginBulk drops Hermes' six FTS triggers, records metaBulk and starts a
+// builder per FTS table (ftsbuilder.go), which indexes in a scratch file
+// the messages each commit makes visible; Apply then writes only the plain
+// tables, one transaction per bulkCommitEvents events (synchronous stays
+// NORMAL: with so few commits it costs nothing), the stream versions held
+// in memory in between. EndBulk has the builders index the rest and put
+// right what changed behind them, then, in one transaction, copies their
+// shadow tables in (the unicode61 one while the trigram builder may still
+// be at work), creates the triggers again from schema.sql (the same DDL,
+// byte for byte) and clears metaBulk. A file opened with metaBulk set (a
+// crash or an error during a bulk load) is finished by Open without
+// builders: the unicode61 index is built in a scratch file on one core
+// while the trigram index is built in the file itself on the other, both
+// with a large FTS5 term hash and no automatic merges, and the FTS5
+// settings it changed are put back before the commit.
 
 // metaBulk is the state_meta key set while the FTS triggers are dropped.
 const metaBulk = "hermes_bulk_load"

@@ -174,6 +174,9 @@ func TestBulkLoadInterruptedIsFinishedByOpen(t *testing.T) {
 	if bulk, err := inBulk(context.Background(), reopened.conn); err != nil || bulk {
 		t.Fatalf("after Open: bulk load under way = %v, %v; want finished", bulk, err)
 	}
+	if m, _ := filepath.Glob(path + ".*"); len(m) > 0 {
+		t.Errorf("left behind (the builders' scratch files?): %v", m)
+	}
 	if diff := gocmp.Diff(dumpOf(t, live.Reader), dumpOf(t, reopened.Reader)); diff != "" {
 		t.Errorf("dump (-incremental +reopened):\n%s", diff)
 	}
