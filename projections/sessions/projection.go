@@ -81,6 +81,9 @@ type Projection struct {
 
 	// clamps is told of the values the lane fold clamped; nil drops them.
 	clamps projections.ClampReporter
+
+	// bulk is set between BeginBulk and EndBulk (see bulk.go); under mu.
+	bulk bulkLoad
 }
 
 var _ projections.Projection = (*Projection)(nil)
@@ -236,6 +239,9 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) error {
 		}
 		p.applied, p.appliedKnown = cp, true
 	}
+	if p.bulk.on {
+		return p.applyBulk(ctx, batch)
+	}
 	checkpoint := p.applied
 	setCheckpoint, err := p.stmts.Stmt(ctx, p.db, `UPDATE meta SET value = ? WHERE key = 'checkpoint'`)
 	if err != nil {
@@ -250,33 +256,12 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) error {
 		return fmt.Errorf("apply: %w", err)
 	}
 
-	st := batchState{rows: map[string]*Row{}, dirty: map[string]bool{}, touchOnly: map[string]bool{}, failures: map[string]int{},
-		failNodes: map[string]string{}, touched: map[string]bool{}, stopCounted: map[string]bool{}, stopCountedDirty: map[string]bool{}}
-	if err := st.preload(ctx, tx, batch, checkpoint); err != nil {
+	st := newBatchState()
+	last, err := p.fold(ctx, tx, st, batch, checkpoint)
+	if err != nil || last == checkpoint {
 		return err
 	}
-	last := checkpoint
-	for _, env := range batch {
-		if env.Position <= checkpoint {
-			continue
-		}
-		last = env.Position
-		if key, ok := events.SessionKeyOf(env.Stream); ok {
-			if err := p.applyLane(ctx, tx, &st, key, env); err != nil {
-				return err
-			}
-			continue
-		}
-		if events.IsGatewayStream(env.Stream) {
-			if err := p.applyGateway(ctx, tx, &st, env); err != nil {
-				return err
-			}
-		}
-	}
-	if last == checkpoint {
-		return nil
-	}
-	if err := writeRows(ctx, tx, &st); err != nil {
+	if err := writeRows(ctx, tx, st); err != nil {
 		return err
 	}
 	if _, err := tx.StmtContext(ctx, setCheckpoint).ExecContext(ctx, strconv.FormatUint(last, 10)); err != nil {
@@ -303,7 +288,47 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) error {
 	return nil
 }
 
-func (p *Projection) applyLane(ctx context.Context, tx *sql.Tx, st *batchState, key string, env events.Envelope) error {
+// newBatchState returns an empty batchState.
+func newBatchState() *batchState {
+	return &batchState{rows: map[string]*Row{}, dirty: map[string]bool{}, touchOnly: map[string]bool{}, failures: map[string]int{},
+		failNodes: map[string]string{}, touched: map[string]bool{}, stopCounted: map[string]bool{}, stopCountedDirty: map[string]bool{}}
+}
+
+// queryer is a *sql.Tx, or the *sql.DB between the commits of a bulk load.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// fold applies the envelopes of batch above checkpoint to st, reading the
+// rows it does not hold yet through q, and returns the position of the last
+// one (checkpoint when there is none).
+func (p *Projection) fold(ctx context.Context, q queryer, st *batchState, batch []events.Envelope, checkpoint uint64) (uint64, error) {
+	if err := st.preload(ctx, q, batch, checkpoint); err != nil {
+		return checkpoint, err
+	}
+	last := checkpoint
+	for _, env := range batch {
+		if env.Position <= checkpoint {
+			continue
+		}
+		last = env.Position
+		if key, ok := events.SessionKeyOf(env.Stream); ok {
+			if err := p.applyLane(ctx, q, st, key, env); err != nil {
+				return checkpoint, err
+			}
+			continue
+		}
+		if events.IsGatewayStream(env.Stream) {
+			if err := p.applyGateway(ctx, q, st, env); err != nil {
+				return checkpoint, err
+			}
+		}
+	}
+	return last, nil
+}
+
+func (p *Projection) applyLane(ctx context.Context, tx queryer, st *batchState, key string, env events.Envelope) error {
 	row, err := st.row(ctx, tx, key)
 	if err != nil {
 		return err
@@ -341,7 +366,7 @@ func (p *Projection) applyLane(ctx context.Context, tx *sql.Tx, st *batchState, 
 // gateway stream) counts one more interrupted restart for each lane it cut
 // and drops the counts N recorded of every other lane; counts other nodes
 // recorded stay. A single node ("gateway") is the node "".
-func (p *Projection) applyGateway(ctx context.Context, tx *sql.Tx, st *batchState, env events.Envelope) error {
+func (p *Projection) applyGateway(ctx context.Context, tx queryer, st *batchState, env events.Envelope) error {
 	node := gatewayNode(env.Stream)
 	counted, err := st.isStopCounted(ctx, tx, node)
 	if err != nil {
@@ -370,7 +395,7 @@ func gatewayNode(stream string) string {
 
 // countStop counts one interrupted restart for each lane in cut, recorded
 // by node, and drops the count of every other lane node recorded.
-func (st *batchState) countStop(ctx context.Context, tx *sql.Tx, node string, cut []string) error {
+func (st *batchState) countStop(ctx context.Context, tx queryer, node string, cut []string) error {
 	if err := st.loadAllFailures(ctx, tx); err != nil {
 		return err
 	}
@@ -396,7 +421,7 @@ func (st *batchState) countStop(ctx context.Context, tx *sql.Tx, node string, cu
 }
 
 // loadAllFailures reads every stored count the batch has not loaded yet.
-func (st *batchState) loadAllFailures(ctx context.Context, tx *sql.Tx) error {
+func (st *batchState) loadAllFailures(ctx context.Context, tx queryer) error {
 	if st.allFailures {
 		return nil
 	}
@@ -431,7 +456,7 @@ func stopCountedKey(node string) string {
 	return "stop_counted/" + node
 }
 
-func (st *batchState) isStopCounted(ctx context.Context, tx *sql.Tx, node string) (bool, error) {
+func (st *batchState) isStopCounted(ctx context.Context, tx queryer, node string) (bool, error) {
 	if counted, ok := st.stopCounted[node]; ok {
 		return counted, nil
 	}
@@ -444,7 +469,7 @@ func (st *batchState) isStopCounted(ctx context.Context, tx *sql.Tx, node string
 	return v == "1", nil
 }
 
-func (st *batchState) setStopCounted(ctx context.Context, tx *sql.Tx, node string, counted bool) error {
+func (st *batchState) setStopCounted(ctx context.Context, tx queryer, node string, counted bool) error {
 	cur, err := st.isStopCounted(ctx, tx, node)
 	if err != nil || cur == counted {
 		return err
@@ -454,7 +479,7 @@ func (st *batchState) setStopCounted(ctx context.Context, tx *sql.Tx, node strin
 	return nil
 }
 
-func (st *batchState) row(ctx context.Context, tx *sql.Tx, key string) (*Row, error) {
+func (st *batchState) row(ctx context.Context, tx queryer, key string) (*Row, error) {
 	if r, ok := st.rows[key]; ok {
 		return r, nil
 	}
@@ -473,12 +498,16 @@ const preloadChunk = 400
 
 // preload reads the rows of every lane the batch touches in a few queries
 // instead of one per lane.
-func (st *batchState) preload(ctx context.Context, tx *sql.Tx, batch []events.Envelope, checkpoint uint64) error {
+func (st *batchState) preload(ctx context.Context, tx queryer, batch []events.Envelope, checkpoint uint64) error {
 	keys := lo.Uniq(lo.FilterMap(batch, func(env events.Envelope, _ int) (string, bool) {
 		if env.Position <= checkpoint {
 			return "", false
 		}
-		return events.SessionKeyOf(env.Stream)
+		key, ok := events.SessionKeyOf(env.Stream)
+		if _, held := st.rows[key]; held {
+			return "", false // a bulk load holds it from an earlier batch
+		}
+		return key, ok
 	}))
 	for _, chunk := range lo.Chunk(keys, preloadChunk) {
 		args := make([]any, len(chunk))
@@ -506,7 +535,7 @@ func (st *batchState) preload(ctx context.Context, tx *sql.Tx, batch []events.En
 	return nil
 }
 
-func (st *batchState) failureCount(ctx context.Context, tx *sql.Tx, key string) (int, error) {
+func (st *batchState) failureCount(ctx context.Context, tx queryer, key string) (int, error) {
 	if n, ok := st.failures[key]; ok {
 		return n, nil
 	}
@@ -523,7 +552,7 @@ func (st *batchState) failureCount(ctx context.Context, tx *sql.Tx, key string) 
 
 // setFailures sets a lane's count to n, recorded by node (a count of 0
 // belongs to nobody).
-func (st *batchState) setFailures(ctx context.Context, tx *sql.Tx, key string, n int, node string) error {
+func (st *batchState) setFailures(ctx context.Context, tx queryer, key string, n int, node string) error {
 	cur, err := st.failureCount(ctx, tx, key)
 	if err != nil {
 		return err

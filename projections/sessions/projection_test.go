@@ -442,53 +442,7 @@ func TestProjection_IncrementalEqualsRebuild(t *testing.T) {
 	ctx := context.Background()
 	rapid.Check(t, func(rt *rapid.T) {
 		w := newWorld(t)
-		chats := []string{"1", "2", "3"}
-		steps := rapid.IntRange(1, 40).Draw(rt, "steps")
-		for range steps {
-			w.clock.Advance(time.Duration(rapid.Int64Range(0, int64(2*time.Hour)).Draw(rt, "advance")))
-			chat := rapid.SampledFrom(chats).Draw(rt, "chat")
-			key := "agent:main:telegram:dm:" + chat
-			var err error
-			switch rapid.IntRange(0, 7).Draw(rt, "op") {
-			case 0, 1:
-				_, err = w.handler.ResolveSession(ctx, commands.ResolveSession{Source: src(chat)})
-			case 2:
-				_, _, err = w.handler.StartTurn(ctx, commands.StartTurn{Key: key})
-			case 3:
-				_, err = w.handler.CompleteTurn(ctx, commands.CompleteTurn{Key: key, Outcome: domain.TurnOutcome{InputTokens: 3, Failed: rapid.Bool().Draw(rt, "failed")}})
-			case 4:
-				_, err = w.handler.SuspendSession(ctx, commands.SuspendSession{Key: key, Reason: events.SuspendStopCommand})
-			case 5:
-				_, _, err = w.handler.MarkResumePending(ctx, commands.MarkResumePending{Key: key, Reason: events.ResumeShutdownTimeout})
-			case 6:
-				_, err = w.handler.PruneOldEntries(ctx, commands.PruneOldEntries{MaxAge: 3 * time.Hour})
-			case 7:
-				var e events.Event
-				cut := rapid.SliceOfNDistinct(rapid.SampledFrom(chats), 0, 3, rapid.ID[string]).Draw(rt, "cut")
-				lanes := []string{}
-				for _, c := range cut {
-					lanes = append(lanes, "agent:main:telegram:dm:"+c)
-				}
-				switch rapid.IntRange(0, 2).Draw(rt, "gateway") {
-				case 0:
-					e = events.GatewayStarted{At: w.clock.Now()}
-				case 1:
-					e = events.DrainFinished{TimedOut: rapid.Bool().Draw(rt, "timed_out"), OpenLanes: lanes, At: w.clock.Now()}
-				case 2:
-					e = events.RunInterrupted{OpenLanes: lanes, At: w.clock.Now()}
-				}
-				_, err = w.store.Append(ctx, events.GatewayStream, events.AnyVersion(), []events.Proposed{{
-					ID: fmt.Sprintf("g-%d", w.clock.Now().UnixNano()), Event: e,
-				}})
-			}
-			if err != nil && !isRefusal(err) {
-				rt.Fatalf("step: %v", err)
-			}
-		}
-		all, err := w.store.ReadAll(ctx, 0, 100000)
-		if err != nil {
-			rt.Fatal(err)
-		}
+		all := randomHistory(ctx, rt, w)
 
 		fresh := w.open(t, fmt.Sprintf("fresh-%d.db", time.Now().UnixNano()), sessions.Exports{})
 		if err := fresh.Apply(ctx, all); err != nil {
@@ -523,6 +477,59 @@ func TestProjection_IncrementalEqualsRebuild(t *testing.T) {
 			rt.Fatalf("incremental projection differs from the rebuild (-rebuild +incremental):\n%s", diff)
 		}
 	})
+}
+
+// randomHistory drives the handler with random commands and gateway events
+// and returns the log.
+func randomHistory(ctx context.Context, rt *rapid.T, w *world) []events.Envelope {
+	chats := []string{"1", "2", "3"}
+	steps := rapid.IntRange(1, 40).Draw(rt, "steps")
+	for range steps {
+		w.clock.Advance(time.Duration(rapid.Int64Range(0, int64(2*time.Hour)).Draw(rt, "advance")))
+		chat := rapid.SampledFrom(chats).Draw(rt, "chat")
+		key := "agent:main:telegram:dm:" + chat
+		var err error
+		switch rapid.IntRange(0, 7).Draw(rt, "op") {
+		case 0, 1:
+			_, err = w.handler.ResolveSession(ctx, commands.ResolveSession{Source: src(chat)})
+		case 2:
+			_, _, err = w.handler.StartTurn(ctx, commands.StartTurn{Key: key})
+		case 3:
+			_, err = w.handler.CompleteTurn(ctx, commands.CompleteTurn{Key: key, Outcome: domain.TurnOutcome{InputTokens: 3, Failed: rapid.Bool().Draw(rt, "failed")}})
+		case 4:
+			_, err = w.handler.SuspendSession(ctx, commands.SuspendSession{Key: key, Reason: events.SuspendStopCommand})
+		case 5:
+			_, _, err = w.handler.MarkResumePending(ctx, commands.MarkResumePending{Key: key, Reason: events.ResumeShutdownTimeout})
+		case 6:
+			_, err = w.handler.PruneOldEntries(ctx, commands.PruneOldEntries{MaxAge: 3 * time.Hour})
+		case 7:
+			var e events.Event
+			cut := rapid.SliceOfNDistinct(rapid.SampledFrom(chats), 0, 3, rapid.ID[string]).Draw(rt, "cut")
+			lanes := []string{}
+			for _, c := range cut {
+				lanes = append(lanes, "agent:main:telegram:dm:"+c)
+			}
+			switch rapid.IntRange(0, 2).Draw(rt, "gateway") {
+			case 0:
+				e = events.GatewayStarted{At: w.clock.Now()}
+			case 1:
+				e = events.DrainFinished{TimedOut: rapid.Bool().Draw(rt, "timed_out"), OpenLanes: lanes, At: w.clock.Now()}
+			case 2:
+				e = events.RunInterrupted{OpenLanes: lanes, At: w.clock.Now()}
+			}
+			_, err = w.store.Append(ctx, events.GatewayStream, events.AnyVersion(), []events.Proposed{{
+				ID: fmt.Sprintf("g-%d", w.clock.Now().UnixNano()), Event: e,
+			}})
+		}
+		if err != nil && !isRefusal(err) {
+			rt.Fatalf("step: %v", err)
+		}
+	}
+	all, err := w.store.ReadAll(ctx, 0, 100000)
+	if err != nil {
+		rt.Fatal(err)
+	}
+	return all
 }
 
 func isRefusal(err error) bool {

@@ -49,7 +49,7 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 		if committed || (p.bulkTx && err == nil) {
 			return
 		}
-		p.bulkTx, p.bulkPending = false, 0
+		p.bulkTx, p.bulkPending, p.bulkVersions = false, 0, nil
 		if _, rbErr := p.stmts.rollback.ExecContext(context.Background()); rbErr != nil {
 			err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
 		}
@@ -61,8 +61,16 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
-	a := &applier{ctx: ctx, s: p.stmts, versions: make(map[string]uint64), dirty: make(map[string]bool),
-		known: make(map[string]bool)}
+	// In a bulk load the stream versions are held across batches and
+	// written once per commit.
+	vs := p.bulkVersions
+	if vs == nil {
+		vs = newStreamVersions()
+		if p.bulkTx {
+			p.bulkVersions = vs
+		}
+	}
+	a := &applier{ctx: ctx, s: p.stmts, vs: vs, known: make(map[string]bool)}
 	last := cp
 	for _, env := range batch {
 		if env.Position <= last {
@@ -92,19 +100,28 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 	if err := a.flush(); err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
-	if err := a.flushVersions(); err != nil {
-		return fmt.Errorf("apply: %w", err)
+	if p.bulkTx {
+		p.bulkPending += len(batch)
+	}
+	commit := !p.bulkTx || p.bulkPending >= bulkCommitEvents
+	if commit {
+		if err := vs.flush(ctx, p.stmts); err != nil {
+			return fmt.Errorf("apply: %w", err)
+		}
 	}
 	if _, err := p.stmts.setCheckpoint.ExecContext(ctx, strconv.FormatUint(last, 10)); err != nil {
 		return fmt.Errorf("apply: write checkpoint: %w", err)
 	}
-	if p.bulkTx {
-		p.bulkPending += len(batch)
-	}
-	if !p.bulkTx || p.bulkPending >= bulkCommitEvents {
+	if commit {
 		p.bulkTx, p.bulkPending = false, 0
 		if _, err := p.stmts.commit.ExecContext(ctx); err != nil {
 			return fmt.Errorf("apply: commit: %w", err)
+		}
+		committed = true
+		if p.bulk {
+			if err := p.offerBuilders(ctx); err != nil {
+				return fmt.Errorf("apply: %w", err)
+			}
 		}
 	}
 	committed = true
@@ -129,12 +146,8 @@ func (p *Projection) ReportClampsTo(r projections.ClampReporter) {
 type applier struct {
 	ctx context.Context
 	s   *writeStatements
-	// versions holds the stream versions read or applied in this batch;
-	// dirty ones are written once, at the end of the batch.
-	versions map[string]uint64
-	dirty    map[string]bool
-	order    []string // dirty streams, in the order first applied
-	env      events.Envelope
+	vs  *streamVersions
+	env events.Envelope
 
 	// known holds the sessions whose row exists in this transaction.
 	known map[string]bool
@@ -158,6 +171,19 @@ type pendingMessage struct {
 	ts        float64
 }
 
+// streamVersions holds the stream versions read or applied in a batch (in
+// a bulk load, since its last commit); dirty ones are written once, before
+// the commit.
+type streamVersions struct {
+	versions map[string]uint64
+	dirty    map[string]bool
+	order    []string // dirty streams, in the order first applied
+}
+
+func newStreamVersions() *streamVersions {
+	return &streamVersions{versions: make(map[string]uint64), dirty: make(map[string]bool)}
+}
+
 // guard reports whether env is new for its stream (its version is above
 // the last one applied), and records it. Envelopes without a version (0)
 // are not guarded.
@@ -165,7 +191,8 @@ func (a *applier) guard(env events.Envelope) (bool, error) {
 	if env.Version == 0 {
 		return true, nil
 	}
-	v, ok := a.versions[env.Stream]
+	vs := a.vs
+	v, ok := vs.versions[env.Stream]
 	if !ok {
 		var stored int64
 		err := a.s.getVersion.QueryRowContext(a.ctx, env.Stream).Scan(&stored)
@@ -173,27 +200,36 @@ func (a *applier) guard(env events.Envelope) (bool, error) {
 			return false, fmt.Errorf("read stream version: %w", err)
 		}
 		v = uint64(stored)
-		a.versions[env.Stream] = v
+		vs.versions[env.Stream] = v
 	}
 	if env.Version <= v {
 		return false, nil
 	}
-	if !a.dirty[env.Stream] {
-		a.dirty[env.Stream] = true
-		a.order = append(a.order, env.Stream)
+	if !vs.dirty[env.Stream] {
+		vs.dirty[env.Stream] = true
+		vs.order = append(vs.order, env.Stream)
 	}
-	a.versions[env.Stream] = env.Version
+	vs.versions[env.Stream] = env.Version
 	return true, nil
 }
 
-func (a *applier) flushVersions() error {
-	for _, stream := range a.order {
-		if _, err := a.s.setVersion.ExecContext(a.ctx, stream, int64(a.versions[stream])); err != nil {
+// flush writes the dirty versions.
+func (vs *streamVersions) flush(ctx context.Context, s *writeStatements) error {
+	for _, stream := range vs.order {
+		if _, err := s.setVersion.ExecContext(ctx, stream, int64(vs.versions[stream])); err != nil {
 			return fmt.Errorf("write stream version %s: %w", stream, err)
 		}
 	}
+	clear(vs.dirty)
+	vs.order = vs.order[:0]
+	if len(vs.versions) > maxHeldVersions {
+		clear(vs.versions)
+	}
 	return nil
 }
+
+// maxHeldVersions bounds the stream versions a bulk load holds in memory.
+const maxHeldVersions = 200_000
 
 func (a *applier) exec(stmt *sql.Stmt, args ...any) error {
 	_, err := stmt.ExecContext(a.ctx, args...)

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -18,17 +19,21 @@ import (
 // in them: one row per message, its content, tool name and tool calls
 // joined by spaces.
 //
-// BeginBulk drops Hermes' six FTS triggers and records metaBulk; Apply
-// then writes only the plain tables, one transaction per bulkCommitEvents
-// events (synchronous stays NORMAL: with so few commits it costs nothing).
-// EndBulk builds the unicode61 index in a scratch file on one core while
-// the trigram index is built in the file itself on the other, both with a
-// large FTS5 term hash and no automatic merges; then, in the transaction
-// that built the trigram index, it copies the scratch file's shadow tables
-// in, creates the triggers again from schema.sql (the same DDL, byte for
-// byte), puts the FTS5 settings it changed back as they were and clears
-// metaBulk. A file opened with metaBulk set (a
-// crash or an error during a bulk load) is finished by Open the same way.
+// BeginBulk drops Hermes' six FTS triggers, records metaBulk and starts a
+// builder per FTS table (ftsbuilder.go), which indexes in a scratch file
+// the messages each commit makes visible; Apply then writes only the plain
+// tables, one transaction per bulkCommitEvents events (synchronous stays
+// NORMAL: with so few commits it costs nothing), the stream versions held
+// in memory in between. EndBulk has the builders index the rest and put
+// right what changed behind them, then, in one transaction, copies their
+// shadow tables in (the unicode61 one while the trigram builder may still
+// be at work), creates the triggers again from schema.sql (the same DDL,
+// byte for byte) and clears metaBulk. A file opened with metaBulk set (a
+// crash or an error during a bulk load) is finished by Open without
+// builders: the unicode61 index is built in a scratch file on one core
+// while the trigram index is built in the file itself on the other, both
+// with a large FTS5 term hash and no automatic merges, and the FTS5
+// settings it changed are put back before the commit.
 
 // metaBulk is the state_meta key set while the FTS triggers are dropped.
 const metaBulk = "hermes_bulk_load"
@@ -51,10 +56,18 @@ const bulkCacheKiB = 128 * 1024
 
 // commitBulkTx commits the transaction a bulk load keeps open, if any.
 func (p *Projection) commitBulkTx(ctx context.Context) error {
+	vs := p.bulkVersions
+	p.bulkVersions = nil // the live path reads the versions of each batch
 	if !p.bulkTx {
 		return nil
 	}
 	p.bulkTx, p.bulkPending = false, 0
+	if vs != nil {
+		if err := vs.flush(ctx, p.stmts); err != nil {
+			_, rbErr := p.conn.ExecContext(context.Background(), "ROLLBACK")
+			return errors.Join(fmt.Errorf("commit bulk load: %w", err), rbErr)
+		}
+	}
 	if _, err := p.conn.ExecContext(ctx, "COMMIT"); err != nil {
 		return fmt.Errorf("commit bulk load: %w", err)
 	}
@@ -118,8 +131,129 @@ func (p *Projection) BeginBulk(ctx context.Context) (err error) {
 	if _, err := p.conn.ExecContext(ctx, fmt.Sprintf("PRAGMA cache_size = -%d", bulkCacheKiB)); err != nil {
 		return fmt.Errorf("begin bulk load: %w", err)
 	}
+	if err := p.startBuilders(ctx); err != nil {
+		return fmt.Errorf("begin bulk load: %w", err)
+	}
 	p.bulk = true
 	return nil
+}
+
+// changeTriggers are the temporary triggers that record, during a bulk
+// load, the ids of the messages deleted or rewritten (their text or id),
+// which the builders may have indexed already: the FTS triggers of
+// schema.sql would have followed these changes. They live on the writer
+// connection only, and end with it.
+var changeTriggers = []string{
+	"CREATE TEMP TABLE IF NOT EXISTS bulk_fts_changed (id INTEGER PRIMARY KEY)",
+	"CREATE TEMP TRIGGER IF NOT EXISTS bulk_fts_deleted AFTER DELETE ON main.messages BEGIN " +
+		"INSERT OR IGNORE INTO bulk_fts_changed (id) VALUES (old.id); END",
+	"CREATE TEMP TRIGGER IF NOT EXISTS bulk_fts_updated AFTER UPDATE OF id, content, tool_name, tool_calls ON main.messages BEGIN " +
+		"INSERT OR IGNORE INTO bulk_fts_changed (id) VALUES (old.id), (new.id); END",
+}
+
+// startBuilders starts the builders of both FTS tables (see ftsBuilder) and
+// the triggers that record what changes behind them.
+func (p *Projection) startBuilders(ctx context.Context) error {
+	for _, stmt := range changeTriggers {
+		if _, err := p.conn.ExecContext(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	for _, table := range ftsTables {
+		b, err := startFTSBuilder(p.path, table)
+		if err != nil {
+			p.abortBuilders()
+			return err
+		}
+		p.builders = append(p.builders, b)
+	}
+	return nil
+}
+
+// abortBuilders stops the builders and removes their scratch files.
+func (p *Projection) abortBuilders() {
+	for _, b := range p.builders {
+		b.abort()
+	}
+	p.builders = nil
+}
+
+// offerBuilders tells the builders how far the messages are committed.
+func (p *Projection) offerBuilders(ctx context.Context) error {
+	if len(p.builders) == 0 {
+		return nil
+	}
+	upto, err := maxMessageID(ctx, p.conn)
+	if err != nil {
+		return err
+	}
+	for _, b := range p.builders {
+		b.offer(upto)
+	}
+	return nil
+}
+
+func maxMessageID(ctx context.Context, q queryer) (int64, error) {
+	var id int64
+	err := q.QueryRowContext(ctx, "SELECT COALESCE(max(id), 0) FROM messages").Scan(&id)
+	return id, err
+}
+
+// finishBuilders has the builders index the rest and put right what
+// changed behind them, then installs what they built.
+func (p *Projection) finishBuilders(ctx context.Context) (err error) {
+	builders := p.builders
+	p.builders = nil
+	defer func() {
+		for _, b := range builders {
+			b.abort()
+		}
+	}()
+	upto, err := maxMessageID(ctx, p.conn)
+	if err != nil {
+		return err
+	}
+	changed, err := changedIDs(ctx, p.conn)
+	if err != nil {
+		return err
+	}
+	// Each table is copied in as soon as its builder is done (the smaller
+	// unicode61 index first, while the trigram one may still be working).
+	copied, ready := map[string]string{}, map[string]<-chan error{}
+	for i, b := range builders {
+		schema := "build" + strconv.Itoa(i)
+		if _, err := p.conn.ExecContext(ctx, "ATTACH DATABASE '"+strings.ReplaceAll(b.scratch, "'", "''")+"' AS "+schema); err != nil {
+			return err
+		}
+		defer func() {
+			if _, dErr := p.conn.ExecContext(context.Background(), "DETACH DATABASE "+schema); dErr != nil {
+				err = errors.Join(err, dErr)
+			}
+		}()
+		copied[b.table] = schema
+		done := make(chan error, 1)
+		ready[b.table] = done
+		go func() { done <- b.finish(upto, changed) }()
+	}
+	return p.installFTS(ctx, copied, ready)
+}
+
+// changedIDs returns the ids the change triggers recorded.
+func changedIDs(ctx context.Context, conn *sql.Conn) ([]int64, error) {
+	rows, err := conn.QueryContext(ctx, "SELECT id FROM temp.bulk_fts_changed ORDER BY id")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
 }
 
 // EndBulk builds both FTS indexes from the messages table and puts the
@@ -152,7 +286,18 @@ func (p *Projection) finishBulk(ctx context.Context) error {
 	p.bulk = false
 	bulk, err := inBulk(ctx, p.conn)
 	if err != nil || !bulk {
+		p.abortBuilders()
 		return err
+	}
+	if len(p.builders) > 0 {
+		if err := p.finishBuilders(ctx); err != nil {
+			return err
+		}
+		return p.reopenWriter()
+	}
+	// Builders of a load that did not finish leave their scratch files.
+	for _, table := range ftsTables {
+		removeDB(builderScratch(p.path, table))
 	}
 	// The scratch file exists before the build starts so that it can be
 	// attached now: ATTACH cannot run inside installFTS's transaction.
@@ -167,16 +312,20 @@ func (p *Projection) finishBulk(ctx context.Context) error {
 	}
 	built := make(chan error, 1)
 	go func() { built <- buildFTS(ctx, p.path, scratch, sideTable) }()
-	err = p.installFTS(ctx, built)
+	err = p.installFTS(ctx, map[string]string{sideTable: "build"}, map[string]<-chan error{sideTable: built})
 	if _, dErr := p.conn.ExecContext(context.Background(), "DETACH DATABASE build"); dErr != nil {
 		err = errors.Join(err, dErr)
 	}
 	if err != nil {
 		return err
 	}
-	// A fresh writer connection: nothing FTS5 cached about the tables
-	// (its bulk configuration included) survives, and the page cache is
-	// back to its usual size.
+	return p.reopenWriter()
+}
+
+// reopenWriter replaces the writer connection by a fresh one: nothing
+// FTS5 cached about the tables (its bulk configuration included) survives,
+// nor the temporary triggers, and the page cache is back to its usual size.
+func (p *Projection) reopenWriter() error {
 	if err := p.closeWriter(); err != nil {
 		return err
 	}
@@ -191,10 +340,13 @@ const (
 	mainTable = "messages_fts_trigram"
 )
 
+// ftsText is the text Hermes' triggers index for a messages row.
+const ftsText = "COALESCE(content, '') || ' ' || COALESCE(tool_name, '') || ' ' || COALESCE(tool_calls, '')"
+
 // ftsFill fills an empty FTS table from the messages of schema src, as
 // Hermes' insert trigger would.
 func ftsFill(table, src string) string {
-	return "INSERT INTO " + table + "(rowid, content) SELECT id, COALESCE(content, '') || ' ' || COALESCE(tool_name, '') || ' ' || COALESCE(tool_calls, '') FROM " + src + ".messages ORDER BY id"
+	return "INSERT INTO " + table + "(rowid, content) SELECT id, " + ftsText + " FROM " + src + ".messages ORDER BY id"
 }
 
 // bulkConfigRestore returns the statements that put mainTable's
@@ -259,16 +411,32 @@ func buildFTS(ctx context.Context, src, scratch, table string) error {
 	return nil
 }
 
-// installFTS builds mainTable in the file and, once buildFTS is done
-// (built), replaces the shadow tables of sideTable with those of the
-// scratch file (attached as build), creates the triggers, leaves the FTS
-// configuration as Hermes' DDL made it and clears metaBulk: one
-// transaction.
-func (p *Projection) installFTS(ctx context.Context, built <-chan error) (err error) {
+// installFTS fills the FTS tables in one transaction: each table of
+// copied gets the shadow tables of the scratch file attached under that
+// schema name once that file is complete (ready); a table not in copied
+// (mainTable) is built here from the messages meanwhile. The triggers are
+// created again, the FTS configuration is left as Hermes' DDL made it and
+// metaBulk is cleared. It returns once every ready channel has answered.
+func (p *Projection) installFTS(ctx context.Context, copied map[string]string, ready map[string]<-chan error) (err error) {
+	// wait has the scratch files complete (or failed): they are removed
+	// after this returns.
+	wait := func(table string) error {
+		ch, ok := ready[table]
+		if !ok {
+			return nil
+		}
+		delete(ready, table)
+		return <-ch
+	}
+	defer func() {
+		for table := range ready {
+			err = errors.Join(err, wait(table))
+		}
+	}()
 	// BEGIN, not BEGIN IMMEDIATE, which would lock the attached scratch
-	// file that buildFTS is writing: the first write locks the file.
+	// files that the builders are writing: the first write locks the file.
 	if _, err := p.conn.ExecContext(ctx, "BEGIN"); err != nil {
-		return errors.Join(err, <-built)
+		return err
 	}
 	defer func() {
 		if err != nil {
@@ -287,22 +455,37 @@ func (p *Projection) installFTS(ctx context.Context, built <-chan error) (err er
 	// Both FTS tables are empty (a bulk load starts at position 0 and
 	// writes neither): these deletes cost nothing, they make sure.
 	stmts := []string{"DELETE FROM main." + mainTable, "DELETE FROM main." + sideTable}
-	restore, err := bulkConfigRestore(ctx, p.conn)
-	if err != nil {
-		return errors.Join(err, <-built)
+	var restore []string
+	if _, ok := copied[mainTable]; !ok {
+		if restore, err = bulkConfigRestore(ctx, p.conn); err != nil {
+			return err
+		}
+		stmts = append(append(stmts, bulkConfig(mainTable)...), ftsFill(mainTable, "main"))
 	}
-	stmts = append(append(stmts, bulkConfig(mainTable)...), ftsFill(mainTable, "main"))
 	if err := exec(stmts...); err != nil {
-		return errors.Join(err, <-built)
-	}
-	if err := <-built; err != nil {
 		return err
 	}
-	stmts = nil
-	for _, s := range ftsShadowCopy { // the averages and structure records too
-		stmts = append(stmts, "DELETE FROM main."+sideTable+s,
-			"INSERT INTO main."+sideTable+s+" SELECT * FROM build."+sideTable+s)
+	for _, table := range []string{sideTable, mainTable} {
+		schema, ok := copied[table]
+		if !ok {
+			continue
+		}
+		if err := wait(table); err != nil {
+			return err
+		}
+		stmts = nil
+		for _, s := range ftsShadowCopy { // the averages and structure records too
+			stmts = append(stmts, "DELETE FROM main."+table+s,
+				"INSERT INTO main."+table+s+" SELECT * FROM "+schema+"."+table+s)
+		}
+		// An index that FTS5 moved to a later format version (at its
+		// first secure delete) keeps it.
+		version := "(SELECT v FROM " + schema + "." + table + "_config WHERE k = 'version')"
+		if err := exec(append(stmts, "UPDATE main."+table+"_config SET v = "+version+" WHERE k = 'version' AND v < "+version)...); err != nil {
+			return err
+		}
 	}
+	stmts = nil
 	_, ddl := ftsTriggers()
 	stmts = append(append(stmts, ddl...), restore...)
 	return exec(append(stmts,

@@ -24,6 +24,30 @@ func bulkHistory() []events.Envelope {
 	return c.h.all
 }
 
+// bulkHistoryWithChanges is a generated history in which messages are
+// deleted, rewritten and imported with their own ids (one above every id,
+// later ones into the gap left below it) between the appends: changes
+// behind what the FTS builders have indexed.
+func bulkHistoryWithChanges() []events.Envelope {
+	c := newCorpus(6, 15)
+	c.events(1000)
+	imported := func(sid string, ids ...int64) {
+		var msgs []events.ImportedMessage
+		for _, id := range ids {
+			msgs = append(msgs, events.ImportedMessage{ID: id, Role: "user", Content: ptr(fmt.Sprintf("imported quokka %d 袋鼠导入", id)), Timestamp: 1})
+		}
+		c.h.tr(sid, events.MessagesImported{SessionID: sid, Messages: msgs, At: c.now})
+	}
+	imported("20260301_000000_imported", 50_000)
+	c.events(600)
+	c.h.tr("20260301_000000_00000002", events.TranscriptRewritten{SessionID: "20260301_000000_00000002", At: c.now,
+		Messages: []events.Message{text("user", "rewritten wombat 改写的"), text("assistant", "rewritten reply")}})
+	c.h.tr("20260301_000000_00000009", events.TranscriptDeleted{SessionID: "20260301_000000_00000009", Reason: events.DeletePruned, At: c.now})
+	imported("20260301_000000_imported", 40_000, 40_001)
+	c.events(600)
+	return c.h.all
+}
+
 func applyBatches(t *testing.T, p *Projection, envs []events.Envelope, size int) {
 	t.Helper()
 	for i := 0; i < len(envs); i += size {
@@ -61,11 +85,17 @@ func TestBulkLoadEqualsIncremental(t *testing.T) {
 
 	for _, commitEvery := range []int{bulkCommitEvents, 300} {
 		t.Run(fmt.Sprintf("commit every %d events", commitEvery), func(t *testing.T) {
-			defer func(old int) { bulkCommitEvents = old }(bulkCommitEvents)
-			bulkCommitEvents = commitEvery
+			defer func(old int, rows int64) { bulkCommitEvents, bulkBuildMinRows = old, rows }(bulkCommitEvents, bulkBuildMinRows)
+			// The builders index each commit as it comes.
+			bulkCommitEvents, bulkBuildMinRows = commitEvery, 1
 			testBulkLoadEqualsIncremental(t, envs, queries)
 		})
 	}
+	t.Run("messages changed behind the builders", func(t *testing.T) {
+		defer func(old int, rows int64) { bulkCommitEvents, bulkBuildMinRows = old, rows }(bulkCommitEvents, bulkBuildMinRows)
+		bulkCommitEvents, bulkBuildMinRows = 300, 1
+		testBulkLoadEqualsIncremental(t, bulkHistoryWithChanges(), append(queries, "quokka", "wombat", "导入", "改写的", c.words[5]))
+	})
 }
 
 func testBulkLoadEqualsIncremental(t *testing.T, envs []events.Envelope, queries []string) {
@@ -143,6 +173,9 @@ func TestBulkLoadInterruptedIsFinishedByOpen(t *testing.T) {
 	reopened := openAt(t, path)
 	if bulk, err := inBulk(context.Background(), reopened.conn); err != nil || bulk {
 		t.Fatalf("after Open: bulk load under way = %v, %v; want finished", bulk, err)
+	}
+	if m, _ := filepath.Glob(path + ".*"); len(m) > 0 {
+		t.Errorf("left behind (the builders' scratch files?): %v", m)
 	}
 	if diff := gocmp.Diff(dumpOf(t, live.Reader), dumpOf(t, reopened.Reader)); diff != "" {
 		t.Errorf("dump (-incremental +reopened):\n%s", diff)

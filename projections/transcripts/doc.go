@@ -32,9 +32,13 @@
 //
 // A catch-up from position 0 (a rebuild, a new [Name], a file rebuilt on
 // open) runs as a bulk load (bulk.go): the FTS triggers are dropped, the
-// batches commit every 64k events, and both FTS indexes are built once at
-// the end from the messages table, side by side on two cores, then the
-// triggers come back from schema.sql. The rows, FTS content and bm25
+// batches commit every 64k events, and each FTS index is built in a
+// scratch file by a builder of its own (ftsbuilder.go) from the messages
+// committed so far, while the events are still applied; at the end the
+// builders index the rest and put right what changed behind them, their
+// shadow tables are copied in and the triggers come back from schema.sql.
+// A load that did not finish is finished by Open, which builds both
+// indexes from the messages table at once. The rows, FTS content and bm25
 // statistics are those of the incremental path (tests compare dumps,
 // integrity checks and search pages).
 //

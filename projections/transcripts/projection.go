@@ -85,6 +85,12 @@ type Projection struct {
 	bulk        bool
 	bulkTx      bool
 	bulkPending int
+	// bulkVersions are the stream versions held while bulkTx (see
+	// streamVersions).
+	bulkVersions *streamVersions
+	// builders index the messages of a bulk load as they are committed
+	// (see ftsBuilder); none on a load that Open finishes.
+	builders []*ftsBuilder
 }
 
 // SetMaxPageCount bounds the file's growth to n pages from the next batch
@@ -401,8 +407,10 @@ func (p *Projection) Close() error {
 	}
 	p.closed = true
 	var errs []error
-	// A bulk load's open transaction is kept: Open finishes the load.
+	// A bulk load's open transaction is kept: Open finishes the load
+	// (building the FTS indexes at once: the builders stop here).
 	errs = append(errs, p.commitBulkTx(context.Background()))
+	p.abortBuilders()
 	if p.Reader != nil {
 		errs = append(errs, p.Reader.Close())
 	}

@@ -1,0 +1,218 @@
+package transcripts
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// An ftsBuilder indexes the messages of a bulk load in a scratch file
+// while the events are still being applied, on a core of its own: each
+// time the bulk load commits, the builder indexes the messages committed
+// since its last pass (by id, which only grows for appended messages) in
+// one transaction of its own, reading the state file through a read-only
+// attachment. At the end of the load the builder indexes the rest and puts
+// right what changed behind it: the rows deleted or rewritten after it had
+// indexed them (the projection records their ids with temporary triggers)
+// are indexed again as they are now, and rows inserted below an id it had
+// passed (an import keeps Hermes' ids) are indexed too, found by comparing
+// the counts of rows. The scratch file's shadow tables are then copied
+// into the state file, as for the index built at the end.
+type ftsBuilder struct {
+	table   string
+	scratch string
+	db      *sql.DB
+	conn    *sql.Conn
+	cancel  context.CancelFunc
+	started bool
+	result  chan error // run's error, put back by each reader
+
+	mu    sync.Mutex
+	upto  int64 // the highest committed message id offered
+	final bool  // no more offers: finish
+	// changed are the ids to index again at the end.
+	changed []int64
+	wake    chan struct{}
+}
+
+// bulkBuildMinRows is the fewest new messages a builder indexes in one
+// pass before the end of the load (each pass leaves one FTS5 segment).
+// A variable for tests.
+var bulkBuildMinRows int64 = 48 * 1024
+
+// builderScratch is the scratch file of table's builder next to path.
+func builderScratch(path, table string) string { return path + ".fts-" + table }
+
+// startFTSBuilder creates table (Hermes' DDL, FTS5's bulk settings) in a
+// new scratch file and starts indexing the messages of the file at src as
+// they are offered.
+func startFTSBuilder(src, table string) (_ *ftsBuilder, err error) {
+	ddl, err := ftsDDL(table)
+	if err != nil {
+		return nil, err
+	}
+	scratch := builderScratch(src, table)
+	removeDB(scratch)
+	if err := createPrivate(scratch); err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	for _, pragma := range []string{"synchronous(OFF)", "journal_mode(OFF)", "cache_size(-16384)", "temp_store(MEMORY)"} {
+		q.Add("_pragma", pragma)
+	}
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: scratch, RawQuery: q.Encode()}).String())
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &ftsBuilder{table: table, scratch: scratch, db: db, cancel: cancel, result: make(chan error, 1), wake: make(chan struct{}, 1)}
+	defer func() {
+		if err != nil {
+			b.abort()
+		}
+	}()
+	if b.conn, err = db.Conn(ctx); err != nil {
+		return nil, err
+	}
+	attach := "ATTACH DATABASE '" + strings.ReplaceAll((&url.URL{Scheme: "file", Path: src, RawQuery: "mode=ro"}).String(), "'", "''") + "' AS src"
+	for _, stmt := range append([]string{attach, ddl}, bulkConfig(table)...) {
+		if _, err := b.conn.ExecContext(ctx, stmt); err != nil {
+			return nil, fmt.Errorf("build %s: %w", table, err)
+		}
+	}
+	b.started = true
+	go func() { b.result <- b.run(ctx) }()
+	return b, nil
+}
+
+// offer tells the builder that the messages up to id upto are committed.
+func (b *ftsBuilder) offer(upto int64) {
+	b.mu.Lock()
+	b.upto = max(b.upto, upto)
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// finish tells the builder that the load is committed up to id upto, with
+// the rows of changed to index again, and waits until the scratch file is
+// complete and closed.
+func (b *ftsBuilder) finish(upto int64, changed []int64) error {
+	b.mu.Lock()
+	b.upto, b.final, b.changed = max(b.upto, upto), true, changed
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+	err := <-b.result
+	b.result <- err // finish and abort may both wait
+	return err
+}
+
+// abort stops the builder and removes its scratch file.
+func (b *ftsBuilder) abort() {
+	b.cancel()
+	if b.started {
+		err := <-b.result
+		b.result <- err
+	}
+	b.closeDB()
+	removeDB(b.scratch)
+}
+
+func (b *ftsBuilder) closeDB() {
+	if b.conn != nil {
+		_ = b.conn.Close() // run may have closed it
+	}
+	_ = b.db.Close()
+}
+
+// run indexes what is offered until finish, then puts right what changed
+// behind it and closes the scratch file.
+func (b *ftsBuilder) run(ctx context.Context) error {
+	var done int64
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-b.wake:
+		}
+		b.mu.Lock()
+		upto, final, changed := b.upto, b.final, b.changed
+		b.mu.Unlock()
+		if upto > done && (final || upto-done >= bulkBuildMinRows) {
+			if err := b.index(ctx, "id > ? AND id <= ?", done, upto); err != nil {
+				return err
+			}
+			done = upto
+		}
+		if final {
+			if err := b.putRight(ctx, changed); err != nil {
+				return err
+			}
+			return b.conn.Close()
+		}
+	}
+}
+
+// index adds the messages of the state file matching where (with args) to
+// the index, in one transaction.
+func (b *ftsBuilder) index(ctx context.Context, where string, args ...any) error {
+	stmt := "INSERT INTO " + b.table + "(rowid, content) SELECT id, " + ftsText + " FROM src.messages WHERE " + where + " ORDER BY id"
+	if _, err := b.conn.ExecContext(ctx, "BEGIN"); err != nil {
+		return fmt.Errorf("build %s: %w", b.table, err)
+	}
+	if _, err := b.conn.ExecContext(ctx, stmt, args...); err != nil {
+		_, rbErr := b.conn.ExecContext(context.Background(), "ROLLBACK")
+		return errors.Join(fmt.Errorf("build %s: %w", b.table, err), rbErr)
+	}
+	if _, err := b.conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return fmt.Errorf("build %s: %w", b.table, err)
+	}
+	return nil
+}
+
+// putRight indexes again the rows of changed (deleted or rewritten after
+// they were indexed: their old entries go, the rows still there are
+// indexed as they are now), then the rows it never saw, if any.
+func (b *ftsBuilder) putRight(ctx context.Context, changed []int64) error {
+	// FTS5 removes a deleted row's terms from the segments (secure-delete),
+	// so no erased text is copied into the state file.
+	if len(changed) > 0 {
+		if _, err := b.conn.ExecContext(ctx, "INSERT INTO "+b.table+"("+b.table+", rank) VALUES ('secure-delete', 1)"); err != nil {
+			return fmt.Errorf("build %s: %w", b.table, err)
+		}
+	}
+	for len(changed) > 0 {
+		n := min(len(changed), 500)
+		ids := make([]string, n)
+		for i, id := range changed[:n] {
+			ids[i] = strconv.FormatInt(id, 10)
+		}
+		in := "(" + strings.Join(ids, ",") + ")"
+		if _, err := b.conn.ExecContext(ctx, "DELETE FROM "+b.table+" WHERE rowid IN "+in); err != nil {
+			return fmt.Errorf("build %s: index again: %w", b.table, err)
+		}
+		if err := b.index(ctx, "id IN "+in); err != nil {
+			return err
+		}
+		changed = changed[n:]
+	}
+	var indexed, rows int64
+	if err := b.conn.QueryRowContext(ctx, "SELECT (SELECT count(*) FROM main."+b.table+"_docsize), (SELECT count(*) FROM src.messages)").Scan(&indexed, &rows); err != nil {
+		return fmt.Errorf("build %s: %w", b.table, err)
+	}
+	if indexed == rows {
+		return nil
+	}
+	return b.index(ctx, "id NOT IN (SELECT id FROM main."+b.table+"_docsize)")
+}
