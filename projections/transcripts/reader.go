@@ -21,6 +21,9 @@ type Reader struct {
 	// stmts holds the statements of the per-message lookups (hot path of
 	// every append), prepared once.
 	stmts projections.StmtCache
+	// docLengths is the in-memory copy of the FTS tables' row lengths
+	// that the fast search path scores with (search_fast.go).
+	docLengths docLengths
 }
 
 // OpenReader opens an existing transcripts file for queries only (for a

@@ -96,7 +96,7 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) ([]SearchResult, err
 	offset := max(q.Offset, 0)
 	var out []SearchResult
 	err := r.readTx(ctx, func(tx *sql.Tx) error {
-		matches, err := find(ctx, tx, query, q, limit, offset)
+		matches, err := r.find(ctx, tx, query, q, limit, offset)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -115,9 +115,9 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) ([]SearchResult, err
 	return out, nil
 }
 
-func find(ctx context.Context, tx *sql.Tx, query string, q SearchQuery, limit, offset int) ([]match, error) {
+func (r *Reader) find(ctx context.Context, tx *sql.Tx, query string, q SearchQuery, limit, offset int) ([]match, error) {
 	if !ContainsCJK(query) {
-		return ftsMatch(ctx, tx, "messages_fts", query, q, limit, offset)
+		return r.ftsMatch(ctx, tx, "messages_fts", query, q, limit, offset)
 	}
 	raw := strings.TrimSpace(strings.Trim(query, `"`))
 	fields := strings.Fields(raw)
@@ -141,7 +141,7 @@ func find(ctx context.Context, tx *sql.Tx, query string, q SearchQuery, limit, o
 				parts[i] = `"` + strings.ReplaceAll(f, `"`, `""`) + `"`
 			}
 		}
-		return ftsMatch(ctx, tx, "messages_fts_trigram", strings.Join(parts, " "), q, limit, offset)
+		return r.ftsMatch(ctx, tx, "messages_fts_trigram", strings.Join(parts, " "), q, limit, offset)
 	}
 	if len(terms) == 0 {
 		terms = []string{raw}
@@ -201,11 +201,21 @@ const rankWindow = 1024
 // before the first row comes out; a top-k ORDER BY keeps only the best
 // limit+offset rows and does about half the work. With OrderRecent, only
 // the rankWindow most recent matches are ranked (one statement).
-func ftsMatch(ctx context.Context, tx *sql.Tx, table, query string, q SearchQuery, limit, offset int) ([]match, error) {
+func (r *Reader) ftsMatch(ctx context.Context, tx *sql.Tx, table, query string, q SearchQuery, limit, offset int) ([]match, error) {
 	if q.Order == OrderRecent {
 		return recentMatch(ctx, tx, table, query, q, limit, offset)
 	}
-	ids, err := bestIDs(ctx, tx, table, query, q, limit+offset)
+	cands, err := r.fastCandidates(ctx, tx, table, query)
+	if err != nil {
+		return nil, err
+	}
+	if cands == nil {
+		cands = func(k int) ([]int64, error) {
+			return queryIDs(tx.QueryContext(ctx, `SELECT rowid, bm25(`+table+`) AS score FROM `+table+`
+				WHERE `+table+` MATCH ? ORDER BY score, rowid LIMIT ?`, query, k))
+		}
+	}
+	ids, err := bestIDs(ctx, tx, table, query, q, limit+offset, cands)
 	if err != nil || len(ids) <= offset {
 		return nil, err
 	}
@@ -218,16 +228,16 @@ func ftsMatch(ctx context.Context, tx *sql.Tx, table, query string, q SearchQuer
 var maxCandidates = 8192
 
 // bestIDs returns the ids of the n best matches that pass the filters
-// (active, sources, roles), best first. It reads the k best matches
-// without joining them (k = 2n at first), keeps those that pass, and reads
+// (active, sources, roles), best first. It takes the k best matches from
+// best (the fast path's scores, or SQLite's top-k statement) without
+// joining them (k = 2n at first), keeps those that pass, and reads
 // 8 times as many while fewer than n passed and more matches exist: the
 // matches the filters drop cannot move the others, so the result is the
 // same as filtering first. Over maxCandidates it joins every match to the
 // filters in one statement instead.
-func bestIDs(ctx context.Context, tx *sql.Tx, table, query string, q SearchQuery, n int) ([]int64, error) {
+func bestIDs(ctx context.Context, tx *sql.Tx, table, query string, q SearchQuery, n int, best func(k int) ([]int64, error)) ([]int64, error) {
 	for k := max(2*n, 64); k <= maxCandidates; k *= 8 {
-		cands, err := queryIDs(tx.QueryContext(ctx, `SELECT rowid, bm25(`+table+`) AS score FROM `+table+`
-			WHERE `+table+` MATCH ? ORDER BY score, rowid LIMIT ?`, query, k))
+		cands, err := best(k)
 		if err != nil || len(cands) == 0 {
 			return nil, err
 		}

@@ -1,0 +1,134 @@
+package transcripts
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// docLengths keeps, per FTS table, the token count of every row (what
+// bm25() reads from %_docsize through xColumnSize, one b-tree lookup per
+// match) in memory: 4 bytes a message. It is brought up to date at each
+// search from the rows appended since (messages only ever get new ids;
+// their content never changes in place: a rewind updates only `active`,
+// and FTS5 re-indexes the same text), and read again in full when the
+// row count or the token total say that rows went away.
+type docLengths struct {
+	mu      sync.Mutex
+	byTable map[string]*docLengthTable
+}
+
+// docLengthTable is one table's lengths as of one state of the index. It
+// is never changed once published, except by appending past len(lens).
+type docLengthTable struct {
+	writeCounter uint64
+	rows, tokens int64 // the averages record it agrees with
+	lens         []uint32 // by rowid: the length + 1, or 0 for no row
+	maxID        int64
+}
+
+// maxDocLengthID bounds the ids the copy covers (a denser file is
+// searched by SQLite's statement).
+const maxDocLengthID = 1 << 27
+
+func (t *docLengthTable) of(id int64) (uint32, bool) {
+	if id < 0 || id >= int64(len(t.lens)) {
+		return 0, false
+	}
+	return t.lens[id] - 1, t.lens[id] != 0
+}
+
+// of returns the lengths of table as of the caller's snapshot, whose
+// structure write counter and averages record are given; it returns
+// errUnsupportedIndex when another search has already moved the copy past
+// this snapshot.
+func (l *docLengths) of(ctx context.Context, tx *sql.Tx, table string, writeCounter uint64, rows, tokens int64) (*docLengthTable, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byTable == nil {
+		l.byTable = map[string]*docLengthTable{}
+	}
+	cur := l.byTable[table]
+	if cur != nil && cur.writeCounter == writeCounter && cur.rows == rows && cur.tokens == tokens {
+		return cur, nil
+	}
+	var snapshotMax int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM `+table+`_docsize`).Scan(&snapshotMax); err != nil {
+		return nil, fmt.Errorf("document lengths of %s: %w", table, err)
+	}
+	if snapshotMax > maxDocLengthID {
+		return nil, errUnsupportedIndex
+	}
+	if cur != nil && snapshotMax < cur.maxID {
+		return nil, errUnsupportedIndex // an older snapshot than the copy
+	}
+	if cur != nil {
+		next := &docLengthTable{writeCounter: writeCounter, rows: rows, tokens: tokens, lens: cur.lens, maxID: cur.maxID}
+		added, sum, err := next.load(ctx, tx, table, cur.maxID)
+		if err != nil {
+			return nil, err
+		}
+		if cur.rows+added == rows && cur.tokens+sum == tokens {
+			l.byTable[table] = next
+			return next, nil
+		}
+	}
+	next := &docLengthTable{writeCounter: writeCounter, rows: rows, tokens: tokens}
+	added, sum, err := next.load(ctx, tx, table, 0)
+	if err != nil {
+		return nil, err
+	}
+	if added != rows || sum != tokens {
+		return nil, errUnsupportedIndex
+	}
+	l.byTable[table] = next
+	return next, nil
+}
+
+// load appends the lengths of the rows after id `after`, returning how
+// many rows and tokens it added.
+func (t *docLengthTable) load(ctx context.Context, tx *sql.Tx, table string, after int64) (added, sum int64, err error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id, sz FROM `+table+`_docsize WHERE id > ? ORDER BY id`, after)
+	if err != nil {
+		return 0, 0, fmt.Errorf("document lengths of %s: %w", table, err)
+	}
+	defer rows.Close()
+	lens := t.lens
+	var sz []byte
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id, &sz); err != nil {
+			return 0, 0, fmt.Errorf("document lengths of %s: %w", table, err)
+		}
+		if id <= 0 || id > maxDocLengthID {
+			return 0, 0, errUnsupportedIndex
+		}
+		var n uint64
+		for i := 0; i < len(sz); {
+			v, next, ok := ftsVarint(sz, i)
+			if !ok {
+				return 0, 0, errUnsupportedIndex
+			}
+			n, i = n+v, next
+		}
+		if n >= 1<<31 {
+			return 0, 0, errUnsupportedIndex
+		}
+		if int64(len(lens)) <= id {
+			old := len(lens)
+			lens = slices.Grow(lens, int(id)+1-old)[:id+1]
+			clear(lens[old:])
+		}
+		lens[id] = uint32(n) + 1 // 0 stands for "no row"
+		t.maxID = id
+		added++
+		sum += int64(n)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, 0, fmt.Errorf("document lengths of %s: %w", table, err)
+	}
+	t.lens = lens
+	return added, sum, nil
+}
