@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
+
+	"modernc.org/libc"
 )
 
 // The fast path of Hermes' ranking. SQLite's bm25() costs, per match, the
@@ -293,7 +295,7 @@ func (r *Reader) fastScores(ctx context.Context, tx *sql.Tx, table string, q fas
 		}
 		// bm25()'s idf, from the phrase's number of matching rows.
 		hits := int64(len(ids[i]))
-		idf[i] = math.Log((float64(rows-hits) + 0.5) / (float64(hits) + 0.5))
+		idf[i] = sqliteLog((float64(rows-hits) + 0.5) / (float64(hits) + 0.5))
 		if idf[i] <= 0.0 {
 			idf[i] = 1e-6
 		}
@@ -333,6 +335,15 @@ func (r *Reader) fastScores(ctx context.Context, tx *sql.Tx, table string, q fas
 		out = append(out, scored{id: id, score: bm25(idf, freq, float64(d), avgdl)})
 	}
 	return out, nil
+}
+
+// sqliteLog is the C library's log() that SQLite calls, as the
+// pure-Go SQLite links it (a translation of musl's on linux/amd64, which
+// differs from math.Log by an ulp now and then).
+func sqliteLog(x float64) float64 {
+	tls := libc.NewTLS()
+	defer tls.Close()
+	return libc.Xlog(tls, x)
 }
 
 // bm25 is fts5_aux.c's bm25() for one row with every column weighted 1:
