@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // This file reads FTS5's own index (the %_data and %_idx tables of an FTS5
@@ -156,28 +157,53 @@ func (x ftsIndex) startPage(seg ftsSegment, key []byte) (int64, error) {
 }
 
 // ftsDoclist is the document list of one term in one segment (or merged):
-// ascending rowids, the positions of each (column<<32 | offset), and
-// entries with no position, which delete the row from older segments.
+// ascending rowids, the number of positions of each (0: an entry that
+// deletes the row from older segments), and, when asked for, the
+// positions themselves (column<<32 | offset).
 type ftsDoclist struct {
 	rowids []int64
-	starts []int32 // positions of rowids[i] are pos[starts[i]:starts[i+1]]
+	counts []int32
+	starts []int32 // with positions: those of rowids[i] are pos[starts[i]:starts[i]+counts[i]]
 	pos    []int64
 }
 
 func (d *ftsDoclist) len() int { return len(d.rowids) }
 
 func (d *ftsDoclist) positions(i int) []int64 {
-	end := int32(len(d.pos))
-	if i+1 < len(d.starts) {
-		end = d.starts[i+1]
-	}
-	return d.pos[d.starts[i]:end]
+	return d.pos[d.starts[i] : d.starts[i]+d.counts[i]]
 }
 
-func (d *ftsDoclist) add(rowid int64, pos []int64) {
-	d.rowids = append(d.rowids, rowid)
-	d.starts = append(d.starts, int32(len(d.pos)))
-	d.pos = append(d.pos, pos...)
+// copyEntry appends entry i of from.
+func (d *ftsDoclist) copyEntry(from *ftsDoclist, i int) {
+	d.rowids = append(d.rowids, from.rowids[i])
+	d.counts = append(d.counts, from.counts[i])
+	if from.starts != nil {
+		d.starts = append(d.starts, int32(len(d.pos)))
+		d.pos = append(d.pos, from.positions(i)...)
+	}
+}
+
+// countPositions counts the offsets of one position list.
+func countPositions(poslist []byte) (int32, bool) {
+	var n int32
+	for i := 0; i < len(poslist); {
+		v, next, ok := ftsVarint(poslist, i)
+		if !ok {
+			return 0, false
+		}
+		i = next
+		if v == 1 { // a column marker, then the column number
+			if _, i, ok = ftsVarint(poslist, i); !ok {
+				return 0, false
+			}
+			continue
+		}
+		if v < 2 {
+			return 0, false
+		}
+		n++
+	}
+	return n, true
 }
 
 // decodePositions appends the positions of one position list.
@@ -209,7 +235,7 @@ func decodePositions(dst []int64, poslist []byte) ([]int64, bool) {
 // segmentTerms reads seg from the page where key can start and calls
 // visit with each term (without the index prefix byte) at or after key and
 // its doclist, in term order, while visit returns true.
-func (x ftsIndex) segmentTerms(seg ftsSegment, key []byte, visit func(term []byte, d *ftsDoclist) bool) error {
+func (x ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, visit func(term []byte, d *ftsDoclist) bool) error {
 	pgno, err := x.startPage(seg, key)
 	if err != nil {
 		return err
@@ -225,20 +251,26 @@ func (x ftsIndex) segmentTerms(seg ftsSegment, key []byte, visit func(term []byt
 		pending   int  // position-list bytes still to read on the next page
 		deleted   bool // the entry being read carries the delete flag
 		poslist   []byte
-		posBuf    []int64
 		done      bool
 	)
 	finishEntry := func() bool {
 		if cur == nil {
 			return true
 		}
+		_ = deleted // an entry with positions is present even if it deletes an older version
+		cur.rowids = append(cur.rowids, rowid)
+		if !withPositions {
+			n, ok := countPositions(poslist)
+			cur.counts = append(cur.counts, n)
+			return ok
+		}
+		start := len(cur.pos)
 		var ok bool
-		posBuf, ok = decodePositions(posBuf[:0], poslist)
-		if !ok {
+		if cur.pos, ok = decodePositions(cur.pos, poslist); !ok {
 			return false
 		}
-		_ = deleted // an entry with positions is present even if it deletes an older version
-		cur.add(rowid, posBuf)
+		cur.starts = append(cur.starts, int32(start))
+		cur.counts = append(cur.counts, int32(len(cur.pos)-start))
 		return true
 	}
 	finishTerm := func() {
@@ -281,10 +313,23 @@ func (x ftsIndex) segmentTerms(seg ftsSegment, key []byte, visit func(term []byt
 		}
 		return i, nil
 	}
-	for ; pgno <= seg.last && !done; pgno++ {
-		page, err := x.block(seg.id<<37 + pgno)
-		if err != nil {
+	// The leaves of a segment are the rows segid<<37 + page number, in
+	// order; they are read as one range.
+	base := seg.id << 37
+	rows, err := x.tx.QueryContext(x.ctx, `SELECT id, block FROM `+x.table+`_data WHERE id BETWEEN ? AND ? ORDER BY id`,
+		base+pgno, base+seg.last)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for pgno--; !done && rows.Next(); {
+		var id int64
+		var page sql.RawBytes // valid until the next row: what is kept is copied
+		if err := rows.Scan(&id, &page); err != nil {
 			return err
+		}
+		if pgno++; id != base+pgno {
+			return bad("missing page")
 		}
 		if len(page) < 4 {
 			return bad("short page")
@@ -373,6 +418,9 @@ func (x ftsIndex) segmentTerms(seg ftsSegment, key []byte, visit func(term []byt
 			}
 			if bytes.Compare(term, key) >= 0 {
 				cur = &ftsDoclist{}
+				if withPositions {
+					cur.starts = []int32{}
+				}
 			}
 			end := szLeaf
 			if t+1 < len(termOffsets) {
@@ -394,6 +442,12 @@ func (x ftsIndex) segmentTerms(seg ftsSegment, key []byte, visit func(term []byt
 			}
 		}
 	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if !done && pgno != seg.last {
+		return bad("missing last page")
+	}
 	if inDoclist && !done {
 		if pending > 0 {
 			return fmt.Errorf("%w: position list runs past segment %d", errUnsupportedIndex, seg.id)
@@ -409,20 +463,20 @@ func mergeNewer(older, newer *ftsDoclist) *ftsDoclist {
 	if older == nil || older.len() == 0 {
 		return newer
 	}
-	if newer.len() == 0 {
-		return older
-	}
 	out := &ftsDoclist{}
+	if newer.starts != nil {
+		out.starts = []int32{}
+	}
 	i, j := 0, 0
 	for i < older.len() || j < newer.len() {
 		switch {
 		case j == newer.len() || (i < older.len() && older.rowids[i] < newer.rowids[j]):
-			out.add(older.rowids[i], older.positions(i))
+			out.copyEntry(older, i)
 			i++
 		case i < older.len() && older.rowids[i] == newer.rowids[j]:
 			i++
 		default:
-			out.add(newer.rowids[j], newer.positions(j))
+			out.copyEntry(newer, j)
 			j++
 		}
 	}
@@ -431,10 +485,16 @@ func mergeNewer(older, newer *ftsDoclist) *ftsDoclist {
 
 // present drops the entries without positions (deleted rows).
 func (d *ftsDoclist) present() *ftsDoclist {
+	if !slices.Contains(d.counts, 0) {
+		return d
+	}
 	out := &ftsDoclist{}
+	if d.starts != nil {
+		out.starts = []int32{}
+	}
 	for i := range d.rowids {
-		if p := d.positions(i); len(p) > 0 {
-			out.add(d.rowids[i], p)
+		if d.counts[i] > 0 {
+			out.copyEntry(d, i)
 		}
 	}
 	return out
@@ -443,12 +503,12 @@ func (d *ftsDoclist) present() *ftsDoclist {
 // termDoclists returns the doclist of term (prefix false) or of every term
 // starting with term (prefix true), each merged over every segment,
 // without deleted rows. Terms are given without the index prefix byte.
-func (x ftsIndex) termDoclists(s ftsStructure, term string, prefix bool) (map[string]*ftsDoclist, error) {
+func (x ftsIndex) termDoclists(s ftsStructure, term string, prefix, withPositions bool) (map[string]*ftsDoclist, error) {
 	key := append([]byte{ftsMainPrefix}, term...)
 	byTerm := map[string]*ftsDoclist{}
 	// Oldest segment first, so that each newer one overrides.
 	for i := len(s.segments) - 1; i >= 0; i-- {
-		err := x.segmentTerms(s.segments[i], key, func(t []byte, d *ftsDoclist) bool {
+		err := x.segmentTerms(s.segments[i], key, withPositions, func(t []byte, d *ftsDoclist) bool {
 			if !bytes.HasPrefix(t, key) || (!prefix && len(t) != len(key)) {
 				return false
 			}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -297,15 +298,26 @@ func int64s(ids []int64) []any {
 
 // pageRows returns the result rows of ids, in that order, with the
 // snippets of `table MATCH query`.
+//
+// FTS5 takes `rowid IN (...)` as one lookup per id, each of which sets
+// up the query again; for a prefix query that set-up merges the document
+// lists of every term with the prefix, so a prefix query is run once over
+// the range of the page's ids instead, the ids checked by SQLite before
+// the snippets are made (+rowid is not offered to FTS5).
 func pageRows(ctx context.Context, tx *sql.Tx, table, query string, ids []int64) ([]match, error) {
+	where := table + `.rowid IN (` + placeholders(len(ids)) + `)`
+	args := append([]any{query}, int64s(ids)...)
+	if strings.Contains(query, "*") && len(ids) > 1 {
+		where = table + `.rowid BETWEEN ? AND ? AND +` + where
+		args = append([]any{query, slices.Min(ids), slices.Max(ids)}, int64s(ids)...)
+	}
 	rows, err := scanResults(tx.QueryContext(ctx, `
 		SELECT m.id, m.session_id, m.role, snippet(`+table+`, 0, '>>>', '<<<', '...', 40) AS snippet,
 			m.content, m.timestamp, m.tool_name, s.source, s.model, s.started_at AS session_started
 		FROM `+table+`
 		JOIN messages m ON m.id = `+table+`.rowid
 		JOIN sessions s ON s.id = m.session_id
-		WHERE `+table+` MATCH ? AND `+table+`.rowid IN (`+placeholders(len(ids))+`)`,
-		append([]any{query}, int64s(ids)...)...))
+		WHERE `+table+` MATCH ? AND `+where, args...))
 	if err != nil {
 		return nil, err
 	}

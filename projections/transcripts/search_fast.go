@@ -164,14 +164,14 @@ func phraseOf(table, body string) (ftsPhrase, bool) {
 // xInst), ascending by rowid.
 func phraseMatches(x ftsIndex, s ftsStructure, p ftsPhrase) (rowids []int64, freqs []int32, err error) {
 	if p.prefix {
-		lists, err := x.termDoclists(s, p.terms[0], true)
+		lists, err := x.termDoclists(s, p.terms[0], true, false)
 		if err != nil {
 			return nil, nil, err
 		}
 		counts := map[int64]int32{}
 		for _, d := range lists {
 			for i, id := range d.rowids {
-				counts[id] += int32(len(d.positions(i)))
+				counts[id] += d.counts[i]
 			}
 		}
 		if len(lists) == 1 {
@@ -193,7 +193,7 @@ func phraseMatches(x ftsIndex, s ftsStructure, p ftsPhrase) (rowids []int64, fre
 	}
 	lists := make([]*ftsDoclist, len(p.terms))
 	for i, t := range p.terms {
-		byTerm, err := x.termDoclists(s, t, false)
+		byTerm, err := x.termDoclists(s, t, false, len(p.terms) > 1)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -203,11 +203,7 @@ func phraseMatches(x ftsIndex, s ftsStructure, p ftsPhrase) (rowids []int64, fre
 	}
 	first := lists[0]
 	if len(lists) == 1 {
-		freqs = make([]int32, first.len())
-		for i := range first.rowids {
-			freqs[i] = int32(len(first.positions(i)))
-		}
-		return first.rowids, freqs, nil
+		return first.rowids, first.counts, nil
 	}
 	// A row matches where term j is at position p+j for every j.
 	idx := make([]int, len(lists))
