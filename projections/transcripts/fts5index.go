@@ -157,20 +157,21 @@ func (x ftsIndex) startPage(seg ftsSegment, key []byte) (int64, error) {
 }
 
 // ftsDoclist is the document list of one term in one segment (or merged):
-// ascending rowids, the number of positions of each (0: an entry that
-// deletes the row from older segments), and, when asked for, the
-// positions themselves (column<<32 | offset).
+// ascending rowids and, for each, the number of positions (0: an entry
+// that deletes the row from older segments) or, when positions are asked
+// for, the size of its position list, kept undecoded in raw.
 type ftsDoclist struct {
 	rowids []int64
 	counts []int32
-	starts []int32 // with positions: those of rowids[i] are pos[starts[i]:starts[i]+counts[i]]
-	pos    []int64
+	starts []int32 // with positions: the list of rowids[i] is raw[starts[i]:starts[i]+counts[i]]
+	raw    []byte
 }
 
 func (d *ftsDoclist) len() int { return len(d.rowids) }
 
-func (d *ftsDoclist) positions(i int) []int64 {
-	return d.pos[d.starts[i] : d.starts[i]+d.counts[i]]
+// positions decodes the positions of entry i (column<<32 | offset).
+func (d *ftsDoclist) positions(dst []int64, i int) ([]int64, bool) {
+	return decodePositions(dst[:0], d.raw[d.starts[i]:d.starts[i]+d.counts[i]])
 }
 
 // copyEntry appends entry i of from.
@@ -178,8 +179,8 @@ func (d *ftsDoclist) copyEntry(from *ftsDoclist, i int) {
 	d.rowids = append(d.rowids, from.rowids[i])
 	d.counts = append(d.counts, from.counts[i])
 	if from.starts != nil {
-		d.starts = append(d.starts, int32(len(d.pos)))
-		d.pos = append(d.pos, from.positions(i)...)
+		d.starts = append(d.starts, int32(len(d.raw)))
+		d.raw = append(d.raw, from.raw[from.starts[i]:from.starts[i]+from.counts[i]]...)
 	}
 }
 
@@ -264,13 +265,9 @@ func (x ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, v
 			cur.counts = append(cur.counts, n)
 			return ok
 		}
-		start := len(cur.pos)
-		var ok bool
-		if cur.pos, ok = decodePositions(cur.pos, poslist); !ok {
-			return false
-		}
-		cur.starts = append(cur.starts, int32(start))
-		cur.counts = append(cur.counts, int32(len(cur.pos)-start))
+		cur.starts = append(cur.starts, int32(len(cur.raw)))
+		cur.counts = append(cur.counts, int32(len(poslist)))
+		cur.raw = append(cur.raw, poslist...)
 		return true
 	}
 	finishTerm := func() {

@@ -104,8 +104,16 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) ([]SearchResult, err
 			}
 			return nil // a query FTS5 refuses (or that fails) finds nothing
 		}
+		if len(matches) == 0 {
+			return nil
+		}
+		neighbours, err := prepareNeighbours(ctx, tx)
+		if err != nil {
+			return err
+		}
+		defer neighbours.close()
 		for _, m := range matches {
-			m.Context = searchContext(ctx, tx, m)
+			m.Context = neighbours.searchContext(ctx, m)
 			out = append(out, m.SearchResult)
 		}
 		return nil
@@ -396,17 +404,44 @@ func scanResults(rows *sql.Rows, err error) ([]match, error) {
 	return out, rows.Err()
 }
 
+// neighbours holds the two statements of a match's context, prepared
+// once for the page.
+type neighbours struct {
+	before, after *sql.Stmt
+}
+
+func prepareNeighbours(ctx context.Context, tx *sql.Tx) (*neighbours, error) {
+	before, err := tx.PrepareContext(ctx, `SELECT role, content FROM messages
+		WHERE session_id = ? AND active = 1 AND (timestamp, id) < (?, ?)
+		ORDER BY timestamp DESC, id DESC LIMIT 1`)
+	if err != nil {
+		return nil, fmt.Errorf("prepare search context: %w", err)
+	}
+	after, err := tx.PrepareContext(ctx, `SELECT role, content FROM messages
+		WHERE session_id = ? AND active = 1 AND (timestamp, id) > (?, ?)
+		ORDER BY timestamp, id LIMIT 1`)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("prepare search context: %w", err), before.Close())
+	}
+	return &neighbours{before: before, after: after}, nil
+}
+
+func (n *neighbours) close() {
+	_ = n.before.Close() // read-only statements of a transaction that ends
+	_ = n.after.Close()
+}
+
 // searchContext returns the active message before the match, the match,
 // and the one after, in the match's session by (timestamp, id); an error
 // gives no context, as in Hermes.
-func searchContext(ctx context.Context, tx *sql.Tx, res match) []ContextEntry {
+func (n *neighbours) searchContext(ctx context.Context, res match) []ContextEntry {
 	entry := func(role string, content sql.NullString) ContextEntry {
 		return ContextEntry{Role: role, Content: firstRunes(previewText(decodeContent(content), " "), 200)}
 	}
-	neighbour := func(query string) ([]ContextEntry, error) {
+	neighbour := func(stmt *sql.Stmt) ([]ContextEntry, error) {
 		var role string
 		var content sql.NullString
-		err := tx.QueryRowContext(ctx, query, res.SessionID, res.Timestamp, res.ID).Scan(&role, &content)
+		err := stmt.QueryRowContext(ctx, res.SessionID, res.Timestamp, res.ID).Scan(&role, &content)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, nil
 		}
@@ -415,15 +450,11 @@ func searchContext(ctx context.Context, tx *sql.Tx, res match) []ContextEntry {
 		}
 		return []ContextEntry{entry(role, content)}, nil
 	}
-	before, err := neighbour(`SELECT role, content FROM messages
-		WHERE session_id = ? AND active = 1 AND (timestamp, id) < (?, ?)
-		ORDER BY timestamp DESC, id DESC LIMIT 1`)
+	before, err := neighbour(n.before)
 	if err != nil {
 		return []ContextEntry{}
 	}
-	after, err := neighbour(`SELECT role, content FROM messages
-		WHERE session_id = ? AND active = 1 AND (timestamp, id) > (?, ?)
-		ORDER BY timestamp, id LIMIT 1`)
+	after, err := neighbour(n.after)
 	if err != nil {
 		return []ContextEntry{}
 	}

@@ -207,6 +207,8 @@ func phraseMatches(x ftsIndex, s ftsStructure, p ftsPhrase) (rowids []int64, fre
 	}
 	// A row matches where term j is at position p+j for every j.
 	idx := make([]int, len(lists))
+	positions := make([][]int64, len(lists))
+	var ok bool
 	for i, id := range first.rowids {
 		all := true
 		for j := 1; j < len(lists); j++ {
@@ -223,12 +225,20 @@ func phraseMatches(x ftsIndex, s ftsStructure, p ftsPhrase) (rowids []int64, fre
 			continue
 		}
 		var n int32
-		for _, pos := range first.positions(i) {
-			ok := true
-			for j := 1; j < len(lists) && ok; j++ {
-				ok = containsInt64(lists[j].positions(idx[j]), pos+int64(j))
+		if positions[0], ok = first.positions(positions[0], i); !ok {
+			return nil, nil, errUnsupportedIndex
+		}
+		for j := 1; j < len(lists); j++ {
+			if positions[j], ok = lists[j].positions(positions[j], idx[j]); !ok {
+				return nil, nil, errUnsupportedIndex
 			}
-			if ok {
+		}
+		for _, pos := range positions[0] {
+			found := true
+			for j := 1; j < len(lists) && found; j++ {
+				found = containsInt64(positions[j], pos+int64(j))
+			}
+			if found {
 				n++
 			}
 		}
