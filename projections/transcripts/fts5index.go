@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 )
 
 // This file reads FTS5's own index (the %_data and %_idx tables of an FTS5
@@ -66,9 +67,32 @@ type ftsIndex struct {
 	ctx   context.Context
 	tx    *sql.Tx
 	table string // a fixed name, never user input
+	// used holds the doclists handed out, returned to doclistPool by
+	// release.
+	used []*ftsDoclist
 }
 
-func (x ftsIndex) block(id int64) ([]byte, error) {
+// doclistPool keeps doclists' buffers between searches: a common word's
+// list is megabytes, grown by appends.
+var doclistPool = sync.Pool{New: func() any { return &ftsDoclist{} }}
+
+// newDoclist returns an empty doclist, with position lists or not.
+func (x *ftsIndex) newDoclist(withLists bool) *ftsDoclist {
+	d := doclistPool.Get().(*ftsDoclist)
+	d.rowids, d.counts, d.starts, d.raw, d.withLists = d.rowids[:0], d.counts[:0], d.starts[:0], d.raw[:0], withLists
+	x.used = append(x.used, d)
+	return d
+}
+
+// release gives back every doclist handed out; none may be used after.
+func (x *ftsIndex) release() {
+	for _, d := range x.used {
+		doclistPool.Put(d)
+	}
+	x.used = nil
+}
+
+func (x *ftsIndex) block(id int64) ([]byte, error) {
 	var b []byte
 	err := x.tx.QueryRowContext(x.ctx, `SELECT block FROM `+x.table+`_data WHERE id = ?`, id).Scan(&b)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -78,7 +102,7 @@ func (x ftsIndex) block(id int64) ([]byte, error) {
 }
 
 // structure decodes the structure record (%_data id 10).
-func (x ftsIndex) structure() (ftsStructure, error) {
+func (x *ftsIndex) structure() (ftsStructure, error) {
 	b, err := x.block(10)
 	if err != nil {
 		return ftsStructure{}, err
@@ -122,7 +146,7 @@ func (x ftsIndex) structure() (ftsStructure, error) {
 // averages returns the row count and the total token count (all columns)
 // of the averages record (%_data id 1), as xRowCount and
 // xColumnTotalSize(-1) report them.
-func (x ftsIndex) averages() (rows, tokens int64, err error) {
+func (x *ftsIndex) averages() (rows, tokens int64, err error) {
 	b, err := x.block(1)
 	if err != nil {
 		return 0, 0, err
@@ -143,7 +167,7 @@ func (x ftsIndex) averages() (rows, tokens int64, err error) {
 
 // startPage is the leaf page of seg where a term >= key can first be:
 // the last page whose %_idx key is <= key, else the segment's first page.
-func (x ftsIndex) startPage(seg ftsSegment, key []byte) (int64, error) {
+func (x *ftsIndex) startPage(seg ftsSegment, key []byte) (int64, error) {
 	var pgno int64
 	err := x.tx.QueryRowContext(x.ctx, `SELECT pgno FROM `+x.table+`_idx WHERE segid = ? AND term <= ? ORDER BY term DESC LIMIT 1`,
 		seg.id, key).Scan(&pgno)
@@ -165,6 +189,8 @@ type ftsDoclist struct {
 	counts []int32
 	starts []int32 // with positions: the list of rowids[i] is raw[starts[i]:starts[i]+counts[i]]
 	raw    []byte
+	// withLists says counts are list sizes and raw holds the lists.
+	withLists bool
 }
 
 func (d *ftsDoclist) len() int { return len(d.rowids) }
@@ -178,7 +204,7 @@ func (d *ftsDoclist) positions(dst []int64, i int) ([]int64, bool) {
 func (d *ftsDoclist) copyEntry(from *ftsDoclist, i int) {
 	d.rowids = append(d.rowids, from.rowids[i])
 	d.counts = append(d.counts, from.counts[i])
-	if from.starts != nil {
+	if from.withLists {
 		d.starts = append(d.starts, int32(len(d.raw)))
 		d.raw = append(d.raw, from.raw[from.starts[i]:from.starts[i]+from.counts[i]]...)
 	}
@@ -236,7 +262,7 @@ func decodePositions(dst []int64, poslist []byte) ([]int64, bool) {
 // segmentTerms reads seg from the page where key can start and calls
 // visit with each term (without the index prefix byte) at or after key and
 // its doclist, in term order, while visit returns true.
-func (x ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, visit func(term []byte, d *ftsDoclist) bool) error {
+func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, visit func(term []byte, d *ftsDoclist) bool) error {
 	pgno, err := x.startPage(seg, key)
 	if err != nil {
 		return err
@@ -414,10 +440,7 @@ func (x ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, v
 				return nil // a prefix index (none is configured) or past the main index
 			}
 			if bytes.Compare(term, key) >= 0 {
-				cur = &ftsDoclist{}
-				if withPositions {
-					cur.starts = []int32{}
-				}
+				cur = x.newDoclist(withPositions)
 			}
 			end := szLeaf
 			if t+1 < len(termOffsets) {
@@ -456,14 +479,11 @@ func (x ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, v
 
 // mergeNewer returns the doclist of older overridden by newer: a rowid
 // in newer takes newer's entry.
-func mergeNewer(older, newer *ftsDoclist) *ftsDoclist {
+func (x *ftsIndex) mergeNewer(older, newer *ftsDoclist) *ftsDoclist {
 	if older == nil || older.len() == 0 {
 		return newer
 	}
-	out := &ftsDoclist{}
-	if newer.starts != nil {
-		out.starts = []int32{}
-	}
+	out := x.newDoclist(newer.withLists)
 	i, j := 0, 0
 	for i < older.len() || j < newer.len() {
 		switch {
@@ -481,14 +501,11 @@ func mergeNewer(older, newer *ftsDoclist) *ftsDoclist {
 }
 
 // present drops the entries without positions (deleted rows).
-func (d *ftsDoclist) present() *ftsDoclist {
+func (x *ftsIndex) present(d *ftsDoclist) *ftsDoclist {
 	if !slices.Contains(d.counts, 0) {
 		return d
 	}
-	out := &ftsDoclist{}
-	if d.starts != nil {
-		out.starts = []int32{}
-	}
+	out := x.newDoclist(d.withLists)
 	for i := range d.rowids {
 		if d.counts[i] > 0 {
 			out.copyEntry(d, i)
@@ -500,7 +517,7 @@ func (d *ftsDoclist) present() *ftsDoclist {
 // termDoclists returns the doclist of term (prefix false) or of every term
 // starting with term (prefix true), each merged over every segment,
 // without deleted rows. Terms are given without the index prefix byte.
-func (x ftsIndex) termDoclists(s ftsStructure, term string, prefix, withPositions bool) (map[string]*ftsDoclist, error) {
+func (x *ftsIndex) termDoclists(s ftsStructure, term string, prefix, withPositions bool) (map[string]*ftsDoclist, error) {
 	key := append([]byte{ftsMainPrefix}, term...)
 	byTerm := map[string]*ftsDoclist{}
 	// Oldest segment first, so that each newer one overrides.
@@ -510,7 +527,7 @@ func (x ftsIndex) termDoclists(s ftsStructure, term string, prefix, withPosition
 				return false
 			}
 			name := string(t[1:])
-			byTerm[name] = mergeNewer(byTerm[name], d)
+			byTerm[name] = x.mergeNewer(byTerm[name], d)
 			return prefix
 		})
 		if err != nil {
@@ -518,7 +535,7 @@ func (x ftsIndex) termDoclists(s ftsStructure, term string, prefix, withPosition
 		}
 	}
 	for t, d := range byTerm {
-		if d = d.present(); d.len() == 0 {
+		if d = x.present(d); d.len() == 0 {
 			delete(byTerm, t)
 		} else {
 			byTerm[t] = d

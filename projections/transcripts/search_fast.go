@@ -162,7 +162,7 @@ func phraseOf(table, body string) (ftsPhrase, bool) {
 // phraseMatches returns, for every row where the phrase occurs, the
 // rowid and its number of occurrences (what bm25() adds up through
 // xInst), ascending by rowid.
-func phraseMatches(x ftsIndex, s ftsStructure, p ftsPhrase) (rowids []int64, freqs []int32, err error) {
+func phraseMatches(x *ftsIndex, s ftsStructure, p ftsPhrase) (rowids []int64, freqs []int32, err error) {
 	if p.prefix {
 		lists, err := x.termDoclists(s, p.terms[0], true, false)
 		if err != nil {
@@ -275,7 +275,8 @@ func better(a, b scored) bool {
 // SQLite computes it, in no particular order; errUnsupportedIndex when the
 // index or the lengths cannot be read exactly.
 func (r *Reader) fastScores(ctx context.Context, tx *sql.Tx, table string, q fastQuery) ([]scored, error) {
-	x := ftsIndex{ctx: ctx, tx: tx, table: table}
+	x := &ftsIndex{ctx: ctx, tx: tx, table: table}
+	defer x.release()
 	s, err := x.structure()
 	if err != nil {
 		return nil, err
@@ -309,7 +310,15 @@ func (r *Reader) fastScores(ctx context.Context, tx *sql.Tx, table string, q fas
 	avgdl := float64(tokens) / float64(rows)
 	// The rows of the query: in every phrase (AND) or in any (OR), each
 	// with its frequency per phrase.
-	var out []scored
+	size := 0
+	for i := range n {
+		if q.or {
+			size += len(ids[i])
+		} else if i == 0 || len(ids[i]) < size {
+			size = len(ids[i])
+		}
+	}
+	out := make([]scored, 0, size)
 	idx := make([]int, n)
 	freq := make([]float64, n)
 	for {
