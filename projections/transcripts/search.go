@@ -214,21 +214,37 @@ func (r *Reader) ftsMatch(ctx context.Context, tx *sql.Tx, table, query string, 
 	if q.Order == OrderRecent {
 		return recentMatch(ctx, tx, table, query, q, limit, offset)
 	}
-	cands, err := r.fastCandidates(ctx, tx, table, query)
+	rk, err := r.fastCandidates(ctx, tx, table, query)
 	if err != nil {
 		return nil, err
 	}
-	if cands == nil {
+	cands := func(k int) ([]int64, error) {
+		return queryIDs(tx.QueryContext(ctx, `SELECT rowid, bm25(`+table+`) AS score FROM `+table+`
+			WHERE `+table+` MATCH ? ORDER BY score, rowid LIMIT ?`, query, k))
+	}
+	snippetQuery := func(int64) string { return query }
+	if rk != nil {
+		best := map[int64]scored{}
 		cands = func(k int) ([]int64, error) {
-			return queryIDs(tx.QueryContext(ctx, `SELECT rowid, bm25(`+table+`) AS score FROM `+table+`
-				WHERE `+table+` MATCH ? ORDER BY score, rowid LIMIT ?`, query, k))
+			ranked := rk.best(k)
+			ids := make([]int64, len(ranked))
+			for i, s := range ranked {
+				ids[i], best[s.id] = s.id, s
+			}
+			return ids, nil
+		}
+		snippetQuery = func(id int64) string {
+			if s, ok := best[id]; ok {
+				return rk.snippetQuery(query, s)
+			}
+			return query
 		}
 	}
 	ids, err := bestIDs(ctx, tx, table, query, q, limit+offset, cands)
 	if err != nil || len(ids) <= offset {
 		return nil, err
 	}
-	return pageRows(ctx, tx, table, query, ids[offset:])
+	return pageRows(ctx, tx, table, snippetQuery, ids[offset:])
 }
 
 // maxCandidates bounds how many of the best matches bestIDs reads before
@@ -305,33 +321,27 @@ func int64s(ids []int64) []any {
 }
 
 // pageRows returns the result rows of ids, in that order, with the
-// snippets of `table MATCH query`.
-//
-// FTS5 takes `rowid IN (...)` as one lookup per id, each of which sets
-// up the query again; for a prefix query that set-up merges the document
-// lists of every term with the prefix, so a prefix query is run once over
-// the range of the page's ids instead, the ids checked by SQLite before
-// the snippets are made (+rowid is not offered to FTS5).
-func pageRows(ctx context.Context, tx *sql.Tx, table, query string, ids []int64) ([]match, error) {
-	where := table + `.rowid IN (` + placeholders(len(ids)) + `)`
-	args := append([]any{query}, int64s(ids)...)
-	if strings.Contains(query, "*") && len(ids) > 1 {
-		where = table + `.rowid BETWEEN ? AND ? AND +` + where
-		args = append([]any{query, slices.Min(ids), slices.Max(ids)}, int64s(ids)...)
+// snippets of `table MATCH queryFor(id)`. The ids with the same query are
+// read by one statement.
+func pageRows(ctx context.Context, tx *sql.Tx, table string, queryFor func(int64) string, ids []int64) ([]match, error) {
+	byQuery := map[string][]int64{}
+	var queries []string
+	for _, id := range ids {
+		q := queryFor(id)
+		if byQuery[q] == nil {
+			queries = append(queries, q)
+		}
+		byQuery[q] = append(byQuery[q], id)
 	}
-	rows, err := scanResults(tx.QueryContext(ctx, `
-		SELECT m.id, m.session_id, m.role, snippet(`+table+`, 0, '>>>', '<<<', '...', 40) AS snippet,
-			m.content, m.timestamp, m.tool_name, s.source, s.model, s.started_at AS session_started
-		FROM `+table+`
-		JOIN messages m ON m.id = `+table+`.rowid
-		JOIN sessions s ON s.id = m.session_id
-		WHERE `+table+` MATCH ? AND `+where, args...))
-	if err != nil {
-		return nil, err
-	}
-	byID := make(map[int64]match, len(rows))
-	for _, m := range rows {
-		byID[m.ID] = m
+	byID := make(map[int64]match, len(ids))
+	for _, q := range queries {
+		rows, err := pageRowsOf(ctx, tx, table, q, byQuery[q])
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range rows {
+			byID[m.ID] = m
+		}
 	}
 	out := make([]match, 0, len(ids))
 	for _, id := range ids {
@@ -340,6 +350,29 @@ func pageRows(ctx context.Context, tx *sql.Tx, table, query string, ids []int64)
 		}
 	}
 	return out, nil
+}
+
+// pageRowsOf returns the result rows of ids under one query, in no order.
+//
+// FTS5 takes `rowid IN (...)` as one lookup per id, each of which sets
+// up the query again; for a prefix query that set-up merges the document
+// lists of every term with the prefix, so a prefix query is run once over
+// the range of the ids instead, the ids checked by SQLite before the
+// snippets are made (+rowid is not offered to FTS5).
+func pageRowsOf(ctx context.Context, tx *sql.Tx, table, query string, ids []int64) ([]match, error) {
+	where := table + `.rowid IN (` + placeholders(len(ids)) + `)`
+	args := append([]any{query}, int64s(ids)...)
+	if strings.Contains(query, "*") && len(ids) > 1 {
+		where = table + `.rowid BETWEEN ? AND ? AND +` + where
+		args = append([]any{query, slices.Min(ids), slices.Max(ids)}, int64s(ids)...)
+	}
+	return scanResults(tx.QueryContext(ctx, `
+		SELECT m.id, m.session_id, m.role, snippet(`+table+`, 0, '>>>', '<<<', '...', 40) AS snippet,
+			m.content, m.timestamp, m.tool_name, s.source, s.model, s.started_at AS session_started
+		FROM `+table+`
+		JOIN messages m ON m.id = `+table+`.rowid
+		JOIN sessions s ON s.id = m.session_id
+		WHERE `+table+` MATCH ? AND `+where, args...))
 }
 
 // recentMatch is OrderRecent: Hermes' statement over the rankWindow most

@@ -159,38 +159,72 @@ func phraseOf(table, body string) (ftsPhrase, bool) {
 	return p, true
 }
 
-// phraseMatches returns, for every row where the phrase occurs, the
-// rowid and its number of occurrences (what bm25() adds up through
-// xInst), ascending by rowid.
-func phraseMatches(x *ftsIndex, s ftsStructure, p ftsPhrase) (rowids []int64, freqs []int32, err error) {
+// phraseRows are the rows where a phrase occurs, ascending, with its
+// number of occurrences in each (what bm25() adds up through xInst); for
+// a prefix, also the term each row holds when it holds only one.
+type phraseRows struct {
+	rowids []int64
+	freqs  []int32
+	only   []int32 // prefix: index in terms, or -1 for rows with several
+	terms  []string
+}
+
+// phraseMatches returns the rows of phrase p; maxID bounds the rowids.
+func phraseMatches(x *ftsIndex, s ftsStructure, p ftsPhrase, maxID int64) (phraseRows, error) {
 	if p.prefix {
-		lists, err := x.termDoclists(s, p.terms[0], true, false)
-		if err != nil {
-			return nil, nil, err
-		}
-		counts := map[int64]int32{}
-		for _, d := range lists {
-			for i, id := range d.rowids {
-				counts[id] += d.counts[i]
-			}
-		}
-		if len(lists) == 1 {
-			for _, d := range lists {
-				rowids = d.rowids
-			}
-		} else {
-			rowids = make([]int64, 0, len(counts))
-			for id := range counts {
-				rowids = append(rowids, id)
-			}
-			slices.Sort(rowids)
-		}
-		freqs = make([]int32, len(rowids))
-		for i, id := range rowids {
-			freqs[i] = counts[id]
-		}
-		return rowids, freqs, nil
+		return prefixMatches(x, s, p.terms[0], maxID)
 	}
+	rowids, freqs, err := termsMatches(x, s, p)
+	return phraseRows{rowids: rowids, freqs: freqs}, err
+}
+
+// prefixMatches adds up the occurrences of every term with the prefix,
+// row by row, in two arrays indexed by rowid.
+func prefixMatches(x *ftsIndex, s ftsStructure, prefix string, maxID int64) (phraseRows, error) {
+	lists, err := x.termDoclists(s, prefix, true, false)
+	if err != nil {
+		return phraseRows{}, err
+	}
+	var out phraseRows
+	for t := range lists {
+		out.terms = append(out.terms, t)
+	}
+	slices.Sort(out.terms)
+	if len(lists) == 1 {
+		d := lists[out.terms[0]]
+		out.rowids, out.freqs, out.only = d.rowids, d.counts, make([]int32, d.len())
+		return out, nil
+	}
+	counts, only := make([]int32, maxID+1), make([]int32, maxID+1)
+	n := 0
+	for ti, t := range out.terms {
+		d := lists[t]
+		for i, id := range d.rowids {
+			if id < 0 || id > maxID {
+				return phraseRows{}, errUnsupportedIndex
+			}
+			if counts[id] == 0 {
+				only[id] = int32(ti)
+				n++
+			} else {
+				only[id] = -1
+			}
+			counts[id] += d.counts[i]
+		}
+	}
+	out.rowids, out.freqs, out.only = make([]int64, 0, n), make([]int32, 0, n), make([]int32, 0, n)
+	for id, c := range counts {
+		if c > 0 {
+			out.rowids = append(out.rowids, int64(id))
+			out.freqs = append(out.freqs, c)
+			out.only = append(out.only, only[id])
+		}
+	}
+	return out, nil
+}
+
+// termsMatches returns the rows of a phrase of whole terms.
+func termsMatches(x *ftsIndex, s ftsStructure, p ftsPhrase) (rowids []int64, freqs []int32, err error) {
 	lists := make([]*ftsDoclist, len(p.terms))
 	for i, t := range p.terms {
 		byTerm, err := x.termDoclists(s, t, false, len(p.terms) > 1)
@@ -259,10 +293,13 @@ func containsInt64(sorted []int64, v int64) bool {
 	return false
 }
 
-// scored is a match and its bm25() value.
+// scored is a match and its bm25() value, and, for a query with one
+// prefix phrase, the only term of the prefix the row holds (index in the
+// ranking's expansions; -1: several, or none).
 type scored struct {
-	id    int64
-	score float64
+	id        int64
+	score     float64
+	expansion int32
 }
 
 // better is the order of Hermes' results: lower bm25() first, then
@@ -271,10 +308,18 @@ func better(a, b scored) bool {
 	return a.score < b.score || (a.score == b.score && a.id < b.id)
 }
 
+// ranking is every match of a query with its score.
+type ranking struct {
+	query      fastQuery
+	all        []scored
+	prefix     int      // the index of the query's only prefix phrase, or -1
+	expansions []string // the terms of that prefix
+}
+
 // fastScores returns every match of q in table with its bm25() value, as
 // SQLite computes it, in no particular order; errUnsupportedIndex when the
 // index or the lengths cannot be read exactly.
-func (r *Reader) fastScores(ctx context.Context, tx *sql.Tx, table string, q fastQuery) ([]scored, error) {
+func (r *Reader) fastScores(ctx context.Context, tx *sql.Tx, table string, q fastQuery) (*ranking, error) {
 	x := &ftsIndex{ctx: ctx, tx: tx, table: table}
 	defer x.release()
 	s, err := x.structure()
@@ -293,49 +338,61 @@ func (r *Reader) fastScores(ctx context.Context, tx *sql.Tx, table string, q fas
 		return nil, err
 	}
 	n := len(q.phrases)
-	ids := make([][]int64, n)
-	freqs := make([][]int32, n)
+	rk := &ranking{query: q, prefix: -1}
+	matches := make([]phraseRows, n)
 	idf := make([]float64, n)
 	for i, p := range q.phrases {
-		if ids[i], freqs[i], err = phraseMatches(x, s, p); err != nil {
+		if matches[i], err = phraseMatches(x, s, p, int64(len(lengths.lens))-1); err != nil {
 			return nil, err
 		}
+		if p.prefix {
+			if rk.prefix == -1 {
+				rk.prefix, rk.expansions = i, matches[i].terms
+			} else {
+				rk.prefix, rk.expansions = -2, nil // two prefixes: no rewriting
+			}
+		}
 		// bm25()'s idf, from the phrase's number of matching rows.
-		hits := int64(len(ids[i]))
+		hits := int64(len(matches[i].rowids))
 		idf[i] = sqliteLog((float64(rows-hits) + 0.5) / (float64(hits) + 0.5))
 		if idf[i] <= 0.0 {
 			idf[i] = 1e-6
 		}
 	}
+	rk.prefix = max(rk.prefix, -1)
 	avgdl := float64(tokens) / float64(rows)
 	// The rows of the query: in every phrase (AND) or in any (OR), each
 	// with its frequency per phrase.
 	size := 0
-	for i := range n {
+	for i, m := range matches {
 		if q.or {
-			size += len(ids[i])
-		} else if i == 0 || len(ids[i]) < size {
-			size = len(ids[i])
+			size += len(m.rowids)
+		} else if i == 0 || len(m.rowids) < size {
+			size = len(m.rowids)
 		}
 	}
-	out := make([]scored, 0, size)
+	rk.all = make([]scored, 0, size)
 	idx := make([]int, n)
 	freq := make([]float64, n)
 	for {
 		var id int64 = math.MaxInt64
-		for i := range n {
-			if idx[i] < len(ids[i]) {
-				id = min(id, ids[i][idx[i]])
+		for i, m := range matches {
+			if idx[i] < len(m.rowids) {
+				id = min(id, m.rowids[idx[i]])
 			}
 		}
 		if id == math.MaxInt64 {
 			break
 		}
 		in := 0
-		for i := range n {
+		expansion := int32(-1)
+		for i, m := range matches {
 			freq[i] = 0
-			if idx[i] < len(ids[i]) && ids[i][idx[i]] == id {
-				freq[i] = float64(freqs[i][idx[i]])
+			if idx[i] < len(m.rowids) && m.rowids[idx[i]] == id {
+				freq[i] = float64(m.freqs[idx[i]])
+				if i == rk.prefix {
+					expansion = m.only[idx[i]]
+				}
 				idx[i]++
 				in++
 			}
@@ -347,9 +404,9 @@ func (r *Reader) fastScores(ctx context.Context, tx *sql.Tx, table string, q fas
 		if !ok {
 			return nil, errUnsupportedIndex
 		}
-		out = append(out, scored{id: id, score: bm25(idf, freq, float64(d), avgdl)})
+		rk.all = append(rk.all, scored{id: id, score: bm25(idf, freq, float64(d), avgdl), expansion: expansion})
 	}
-	return out, nil
+	return rk, nil
 }
 
 // sqliteLog is the C library's log() that SQLite calls, as the
@@ -404,9 +461,9 @@ func (h *worstFirst) Pop() any {
 	return x
 }
 
-// fastCandidates returns the function bestIDs asks for the k best match
-// ids, or nil when the fast path does not apply to this query.
-func (r *Reader) fastCandidates(ctx context.Context, tx *sql.Tx, table, query string) (func(k int) ([]int64, error), error) {
+// fastCandidates ranks query by the fast path, or returns nil when it
+// does not apply to this query.
+func (r *Reader) fastCandidates(ctx context.Context, tx *sql.Tx, table, query string) (*ranking, error) {
 	if !fastSearch {
 		return nil, nil
 	}
@@ -414,7 +471,7 @@ func (r *Reader) fastCandidates(ctx context.Context, tx *sql.Tx, table, query st
 	if !ok {
 		return nil, nil
 	}
-	all, err := r.fastScores(ctx, tx, table, fq)
+	rk, err := r.fastScores(ctx, tx, table, fq)
 	if errors.Is(err, errUnsupportedIndex) {
 		return nil, nil
 	}
@@ -422,12 +479,40 @@ func (r *Reader) fastCandidates(ctx context.Context, tx *sql.Tx, table, query st
 		return nil, err
 	}
 	fastSearches.Add(1)
-	return func(k int) ([]int64, error) {
-		best := bestOf(all, k)
-		ids := make([]int64, len(best))
-		for i, s := range best {
-			ids[i] = s.id
+	return rk, nil
+}
+
+// best returns the ids of the k best matches, best first.
+func (rk *ranking) best(k int) []scored {
+	return bestOf(rk.all, k)
+}
+
+// snippetQuery returns the query whose snippet() of row m is the one the
+// user's query gives, and is cheap to run on one row. FTS5 sets up a
+// prefix query by merging the document lists of every term with the
+// prefix, for each row it is asked about; a row that holds only one of
+// those terms has the same phrase occurrences under the query with that
+// term in place of the prefix, so the same snippet. Other rows (and other
+// queries) keep the user's query.
+func (rk *ranking) snippetQuery(original string, m scored) string {
+	if rk.prefix < 0 || m.expansion < 0 {
+		return original
+	}
+	term := rk.expansions[m.expansion]
+	if !asciiWord(term) {
+		return original
+	}
+	parts := make([]string, len(rk.query.phrases))
+	for i, p := range rk.query.phrases {
+		if i == rk.prefix {
+			parts[i] = `"` + term + `"`
+		} else {
+			parts[i] = `"` + strings.Join(p.terms, " ") + `"`
 		}
-		return ids, nil
-	}, nil
+	}
+	sep := " "
+	if rk.query.or {
+		sep = " OR "
+	}
+	return strings.Join(parts, sep)
 }

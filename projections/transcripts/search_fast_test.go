@@ -76,11 +76,14 @@ func TestFastScoresEqualBM25(t *testing.T) {
 				if err := rows.Err(); err != nil {
 					return err
 				}
-				all, err := p.fastScores(ctx, tx, q.table, fq)
-				for _, s := range all {
+				rk, err := p.fastScores(ctx, tx, q.table, fq)
+				if err != nil {
+					return err
+				}
+				for _, s := range rk.all {
 					got[s.id] = math.Float64bits(s.score)
 				}
-				return err
+				return nil
 			})
 			if err != nil {
 				t.Fatalf("%s: %s MATCH %q: %v", stage, q.table, q.query, err)
@@ -145,5 +148,42 @@ func TestParseFastQuery(t *testing.T) {
 		if diff := gocmp.Diff(*tc.want, got, gocmp.AllowUnexported(fastQuery{}, ftsPhrase{})); diff != "" {
 			t.Errorf("parseFastQuery(%s, %q) (-want +got):\n%s", tc.table, tc.query, diff)
 		}
+	}
+}
+
+// TestFastSearchResultsEqualSlow: the whole results (ids, snippets,
+// context) of the fast path are those of SQLite's statements, including
+// prefix queries whose snippets come from the query with the row's only
+// term in place of the prefix.
+func TestFastSearchResultsEqualSlow(t *testing.T) {
+	p, c := rankCorpus(t)
+	w := c.words
+	queries := []SearchQuery{
+		{Query: w[0][:2] + "*"},
+		{Query: w[1][:3] + "*", Limit: 50},
+		{Query: w[17][:4] + "*", Offset: 5},
+		{Query: w[0][:2] + "* " + w[3]},
+		{Query: w[3] + " OR " + w[2][:2] + "*"},
+		{Query: w[5] + " " + w[0][:3] + "*", Roles: []string{"assistant"}},
+		{Query: `"` + w[0] + " " + w[1] + `"`},
+		{Query: w[2]},
+	}
+	for _, q := range queries {
+		before := fastSearches.Load()
+		fast := search(t, p, q)
+		if fastSearches.Load() == before {
+			t.Errorf("Search(%q) was not ranked by the fast path", q.Query)
+		}
+		func() {
+			defer func(old bool) { fastSearch = old }(fastSearch)
+			fastSearch = false
+			slow := search(t, p, q)
+			if len(slow) == 0 {
+				t.Fatalf("Search(%q): no results; the corpus does not exercise it", q.Query)
+			}
+			if diff := gocmp.Diff(slow, fast); diff != "" {
+				t.Errorf("Search(%+v) (-SQLite's statements +fast path):\n%s", q, diff)
+			}
+		}()
 	}
 }
