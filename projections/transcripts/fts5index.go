@@ -483,6 +483,13 @@ func (x *ftsIndex) mergeNewer(older, newer *ftsDoclist) *ftsDoclist {
 	if older == nil || older.len() == 0 {
 		return newer
 	}
+	if newer.len() == 0 || newer.rowids[0] > older.rowids[older.len()-1] {
+		// Newer rows only (appends): older, then newer.
+		for j := range newer.len() {
+			older.copyEntry(newer, j)
+		}
+		return older
+	}
 	out := x.newDoclist(newer.withLists)
 	i, j := 0, 0
 	for i < older.len() || j < newer.len() {
