@@ -397,10 +397,13 @@ func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, 
 				if firstRowid != i {
 					return bad("first rowid offset")
 				}
-				if i, err = entries(page, i, endOfContinuation, true); err != nil {
+				if _, err = entries(page, i, endOfContinuation, true); err != nil {
 					return err
 				}
 				if pending > 0 {
+					if len(termOffsets) > 0 {
+						return bad("position list runs into a term")
+					}
 					continue
 				}
 			}
@@ -446,7 +449,7 @@ func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, 
 			if t+1 < len(termOffsets) {
 				end = termOffsets[t+1]
 			}
-			if i, err = entries(page, i, end, true); err != nil {
+			if _, err = entries(page, i, end, true); err != nil {
 				return err
 			}
 			if t+1 < len(termOffsets) {

@@ -24,7 +24,7 @@ type docLengths struct {
 // is never changed once published, except by appending past len(lens).
 type docLengthTable struct {
 	writeCounter uint64
-	rows, tokens int64 // the averages record it agrees with
+	rows, tokens int64    // the averages record it agrees with
 	lens         []uint32 // by rowid: the length + 1, or 0 for no row
 	maxID        int64
 }
