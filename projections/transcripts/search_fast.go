@@ -131,13 +131,14 @@ func asciiWord(w string) bool {
 func phraseOf(table, body string) (ftsPhrase, bool) {
 	var p ftsPhrase
 	if table == "messages_fts" {
-		for _, w := range strings.Split(body, " ") {
-			if w == "" {
-				continue
-			}
-			if !asciiWord(w) {
+		// unicode61 splits ASCII text at every character that is not a
+		// letter or a digit (docker-compose is docker, compose).
+		for i := 0; i < len(body); i++ {
+			if body[i] >= 0x80 {
 				return p, false
 			}
+		}
+		for _, w := range strings.FieldsFunc(body, func(r rune) bool { return !asciiWord(string(r)) }) {
 			p.terms = append(p.terms, strings.ToLower(w))
 		}
 		return p, len(p.terms) > 0

@@ -122,11 +122,15 @@ func TestParseFastQuery(t *testing.T) {
 		{"messages_fts", "redis OR memcached", &fastQuery{or: true, phrases: []ftsPhrase{{terms: []string{"redis"}}, {terms: []string{"memcached"}}}}},
 		{"messages_fts", "a AND b c", &fastQuery{phrases: []ftsPhrase{{terms: []string{"a"}}, {terms: []string{"b"}}, {terms: []string{"c"}}}}},
 		{"messages_fts", "a NOT b", nil},
-		{"messages_fts", "a OR b c", nil},    // AND and OR mixed
-		{"messages_fts", "OR a", nil},        // an operator without two sides
-		{"messages_fts", "a OR", nil},        // an operator without two sides
-		{"messages_fts", `"read_file"`, nil}, // '_' splits a token
-		{"messages_fts", "café", nil},        // folding and diacritics
+		{"messages_fts", "a OR b c", nil}, // AND and OR mixed
+		{"messages_fts", "OR a", nil},     // an operator without two sides
+		{"messages_fts", "a OR", nil},     // an operator without two sides
+		{"messages_fts", `"read_file"`, &fastQuery{phrases: []ftsPhrase{{terms: []string{"read", "file"}}}}},
+		{"messages_fts", `"Docker-Compose up"`, &fastQuery{phrases: []ftsPhrase{{terms: []string{"docker", "compose", "up"}}}}},
+		{"messages_fts", `"--"`, nil},
+		{"messages_fts", "read_file", nil},
+		{"messages_fts", `"café au lait"`, nil},
+		{"messages_fts", "café", nil}, // folding and diacritics
 		{"messages_fts", `"ab"*`, nil},
 		{"messages_fts", "de*ploy", nil},
 		{"messages_fts", `"记忆断"`, nil},

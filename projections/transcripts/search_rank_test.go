@@ -195,6 +195,7 @@ func testSearchMatchesBM25Reference(t *testing.T, p *Projection, c *corpus) {
 		{class: "AND", query: w[2] + " AND " + w[5], match: w[2] + " AND " + w[5]},
 		{class: "three-word phrase", query: `"` + w[0] + " " + w[1] + " " + w[0] + `"`, match: `"` + w[0] + " " + w[1] + " " + w[0] + `"`},
 		{class: "phrase and word", query: `"` + w[0] + " " + w[2] + `" ` + w[7], match: `"` + w[0] + " " + w[2] + `" ` + w[7]},
+		{class: "joined words", query: w[0] + "-" + w[1] + "_" + w[2], match: `"` + w[0] + " " + w[1] + " " + w[2] + `"`},
 		{class: "upper case", query: strings.ToUpper(w[6]), match: strings.ToUpper(w[6])},
 		{class: "long prefix", query: w[20][:4] + "*", match: w[20][:4] + "*"},
 		{class: "three ORs", query: w[8] + " OR " + w[30] + " OR " + w[200], match: w[8] + " OR " + w[30] + " OR " + w[200]},
