@@ -63,6 +63,7 @@ func openReader(path string) (*Reader, error) {
 
 // Close releases the read pool.
 func (r *Reader) Close() error {
+	r.docLengths.loads.Wait() // a background read of the search lengths
 	return errors.Join(r.stmts.Close(), r.db.Close())
 }
 

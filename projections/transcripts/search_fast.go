@@ -335,6 +335,15 @@ func (r *Reader) fastScores(ctx context.Context, tx *sql.Tx, table string, q fas
 		return nil, errUnsupportedIndex
 	}
 	lengths, err := r.docLengths.of(ctx, tx, table, s.writeCounter, rows, tokens)
+	if errors.Is(err, errLengthsNotLoaded) {
+		if !loadLengthsInline {
+			r.loadLengthsLater(table)
+			return nil, err
+		}
+		if err = r.docLengths.load(ctx, tx, table, s.writeCounter, rows, tokens); err == nil {
+			lengths, err = r.docLengths.of(ctx, tx, table, s.writeCounter, rows, tokens)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -417,6 +426,31 @@ func sqliteLog(x float64) float64 {
 	tls := libc.NewTLS()
 	defer tls.Close()
 	return libc.Xlog(tls, x)
+}
+
+// loadLengthsLater reads the lengths of table's rows in the background,
+// in a snapshot of its own (Close waits for it).
+func (r *Reader) loadLengthsLater(table string) {
+	if !r.docLengths.startLoad(table) {
+		return
+	}
+	go func() {
+		defer r.docLengths.endLoad(table)
+		ctx := context.Background()
+		// An error leaves the copy as it was; the next search tries again.
+		_ = r.readTx(ctx, func(tx *sql.Tx) error {
+			x := &ftsIndex{ctx: ctx, tx: tx, table: table}
+			s, err := x.structure()
+			if err != nil {
+				return err
+			}
+			rows, tokens, err := x.averages()
+			if err != nil {
+				return err
+			}
+			return r.docLengths.load(ctx, tx, table, s.writeCounter, rows, tokens)
+		})
+	}()
 }
 
 // bm25 is fts5_aux.c's bm25() for one row with every column weighted 1:

@@ -18,6 +18,8 @@ import (
 // bm25()'s double bit for bit — after appends (the document lengths
 // brought up to date) and after deletions (read again) alike.
 func TestFastScoresEqualBM25(t *testing.T) {
+	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
+	loadLengthsInline = true
 	p := openTemp(t)
 	c := newCorpus(23, 12)
 	apply := func(n int) {
@@ -160,6 +162,8 @@ func TestParseFastQuery(t *testing.T) {
 // prefix queries whose snippets come from the query with the row's only
 // term in place of the prefix.
 func TestFastSearchResultsEqualSlow(t *testing.T) {
+	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
+	loadLengthsInline = true
 	p, c := rankCorpus(t)
 	w := c.words
 	queries := []SearchQuery{
@@ -190,4 +194,45 @@ func TestFastSearchResultsEqualSlow(t *testing.T) {
 			}
 		}()
 	}
+}
+
+// TestFastPathLengthsLoadInBackground: given a reader that has not read
+// the row lengths, when it searches, then that search is ranked by
+// SQLite's statement (a one-shot search never reads them all) while the
+// lengths are read in the background; after that, searches take the fast
+// path, also after new messages (brought up to date), and after messages
+// went away the lengths are read again in the background, with the same
+// results throughout.
+func TestFastPathLengthsLoadInBackground(t *testing.T) {
+	p := openTemp(t)
+	c := newCorpus(31, 8)
+	mustApply(t, p, c.events(1200))
+	word := c.words[1]
+	ranked := func(stage string, wantFast bool) {
+		t.Helper()
+		before := fastSearches.Load()
+		got := search(t, p, SearchQuery{Query: word})
+		if fast := fastSearches.Load() > before; fast != wantFast {
+			t.Errorf("%s: ranked by the fast path %t, want %t", stage, fast, wantFast)
+		}
+		want, _ := bm25Reference(t, p, "messages_fts", word, nil, defaultSearchLimit, 0)
+		if diff := gocmp.Diff(want, inOrder(got)); diff != "" {
+			t.Errorf("%s: Search(%q) ids (-bm25 reference +got):\n%s", stage, word, diff)
+		}
+	}
+	ranked("cold", false)
+	p.docLengths.loads.Wait()
+	ranked("loaded", true)
+	mustApply(t, p, c.events(300))
+	ranked("appended", true)
+	var sid string
+	if err := p.readTx(context.Background(), func(tx *sql.Tx) error {
+		return tx.QueryRow(`SELECT session_id FROM messages ORDER BY id LIMIT 1`).Scan(&sid)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, p, c.h.tr(sid, events.TranscriptCleared{SessionID: sid, At: c.now}))
+	ranked("rows went away", false)
+	p.docLengths.loads.Wait()
+	ranked("read again", true)
 }

@@ -153,6 +153,8 @@ func inOrder(res []SearchResult) []int64 {
 // bestIDs (the best candidates filtered in Go, and the statement that
 // joins every match).
 func TestSearchMatchesBM25Reference(t *testing.T) {
+	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
+	loadLengthsInline = true
 	p, c := rankCorpus(t)
 	for _, fast := range []bool{true, false} {
 		for _, candidates := range []int{maxCandidates, 0} {
