@@ -244,7 +244,11 @@ func (r *Reader) ftsMatch(ctx context.Context, tx *sql.Tx, table, query string, 
 	if err != nil || len(ids) <= offset {
 		return nil, err
 	}
-	return pageRows(ctx, tx, table, snippetQuery, ids[offset:])
+	var scratch *snippetScratch
+	if rk != nil {
+		scratch = &r.snippets
+	}
+	return pageRows(ctx, tx, table, snippetQuery, scratch, ids[offset:])
 }
 
 // maxCandidates bounds how many of the best matches bestIDs reads before
@@ -322,8 +326,9 @@ func int64s(ids []int64) []any {
 
 // pageRows returns the result rows of ids, in that order, with the
 // snippets of `table MATCH queryFor(id)`. The ids with the same query are
-// read by one statement.
-func pageRows(ctx context.Context, tx *sql.Tx, table string, queryFor func(int64) string, ids []int64) ([]match, error) {
+// read by one statement; with a scratch, the snippets of a prefix query
+// are made there (snippetScratch).
+func pageRows(ctx context.Context, tx *sql.Tx, table string, queryFor func(int64) string, scratch *snippetScratch, ids []int64) ([]match, error) {
 	byQuery := map[string][]int64{}
 	var queries []string
 	for _, id := range ids {
@@ -335,7 +340,13 @@ func pageRows(ctx context.Context, tx *sql.Tx, table string, queryFor func(int64
 	}
 	byID := make(map[int64]match, len(ids))
 	for _, q := range queries {
-		rows, err := pageRowsOf(ctx, tx, table, q, byQuery[q])
+		var rows []match
+		var err error
+		if _, ok := scratchTables[table]; ok && scratch != nil && strings.Contains(q, "*") {
+			rows, err = scratchPageRows(ctx, tx, table, q, scratch, byQuery[q])
+		} else {
+			rows, err = pageRowsOf(ctx, tx, table, q, byQuery[q])
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -373,6 +384,31 @@ func pageRowsOf(ctx context.Context, tx *sql.Tx, table, query string, ids []int6
 		JOIN messages m ON m.id = `+table+`.rowid
 		JOIN sessions s ON s.id = m.session_id
 		WHERE `+table+` MATCH ? AND `+where, args...))
+}
+
+// scratchPageRows is pageRowsOf with the snippets made in scratch.
+func scratchPageRows(ctx context.Context, tx *sql.Tx, table, query string, scratch *snippetScratch, ids []int64) ([]match, error) {
+	snippets, err := scratch.snippets(ctx, tx, table, query, ids)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := scanResults(tx.QueryContext(ctx, `
+		SELECT m.id, m.session_id, m.role, NULL AS snippet,
+			m.content, m.timestamp, m.tool_name, s.source, s.model, s.started_at AS session_started
+		FROM messages m
+		JOIN sessions s ON s.id = m.session_id
+		WHERE m.id IN (`+placeholders(len(ids))+`)`, int64s(ids)...))
+	if err != nil {
+		return nil, err
+	}
+	out := rows[:0]
+	for _, m := range rows {
+		if snippet, ok := snippets[m.ID]; ok {
+			m.Snippet = snippet.String
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }
 
 // recentMatch is OrderRecent: Hermes' statement over the rankWindow most

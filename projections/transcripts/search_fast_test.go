@@ -160,7 +160,8 @@ func TestParseFastQuery(t *testing.T) {
 // TestFastSearchResultsEqualSlow: the whole results (ids, snippets,
 // context) of the fast path are those of SQLite's statements, including
 // prefix queries whose snippets come from the query with the row's only
-// term in place of the prefix.
+// term in place of the prefix, or from the scratch table (rows with
+// several terms of the prefix).
 func TestFastSearchResultsEqualSlow(t *testing.T) {
 	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
 	loadLengthsInline = true
@@ -176,6 +177,7 @@ func TestFastSearchResultsEqualSlow(t *testing.T) {
 		{Query: `"` + w[0] + " " + w[1] + `"`},
 		{Query: w[2]},
 	}
+	scratchBefore := scratchPages.Load()
 	for _, q := range queries {
 		before := fastSearches.Load()
 		fast := search(t, p, q)
@@ -193,6 +195,9 @@ func TestFastSearchResultsEqualSlow(t *testing.T) {
 				t.Errorf("Search(%+v) (-SQLite's statements +fast path):\n%s", q, diff)
 			}
 		}()
+	}
+	if scratchPages.Load() == scratchBefore {
+		t.Errorf("no page had rows with several terms of a prefix: the scratch snippets are not exercised")
 	}
 }
 
