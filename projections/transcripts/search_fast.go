@@ -428,6 +428,17 @@ func sqliteLog(x float64) float64 {
 	return libc.Xlog(tls, x)
 }
 
+// WarmSearch starts reading, in the background, the row lengths the
+// fast ranking needs (about 1 s of CPU and 8 MB at 1,000,000 messages),
+// so that the first searches after a start do not go to SQLite's slower
+// ranking while they are read. A server calls it once its read models
+// have caught up; a one-shot search does not.
+func (r *Reader) WarmSearch() {
+	for _, table := range []string{"messages_fts", "messages_fts_trigram"} {
+		r.loadLengthsLater(table)
+	}
+}
+
 // loadLengthsLater reads the lengths of table's rows in the background,
 // in a snapshot of its own (Close waits for it).
 func (r *Reader) loadLengthsLater(table string) {

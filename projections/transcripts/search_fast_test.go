@@ -241,3 +241,29 @@ func TestFastPathLengthsLoadInBackground(t *testing.T) {
 	p.docLengths.loads.Wait()
 	ranked("read again", true)
 }
+
+// TestWarmSearch: after WarmSearch has read the lengths, the first search
+// of either index is ranked by the fast path.
+func TestWarmSearch(t *testing.T) {
+	p := openTemp(t)
+	c := newCorpus(37, 8)
+	mustApply(t, p, c.events(800))
+	p.WarmSearch()
+	p.docLengths.loads.Wait()
+	var cjk string
+	for _, w := range c.cjkWords {
+		if runeLen(w) >= 3 {
+			cjk = w
+			break
+		}
+	}
+	for _, q := range []string{c.words[0], cjk} {
+		before := fastSearches.Load()
+		if res := search(t, p, SearchQuery{Query: q}); len(res) == 0 {
+			t.Fatalf("Search(%q): no results; the corpus does not exercise it", q)
+		}
+		if fastSearches.Load() == before {
+			t.Errorf("Search(%q) after WarmSearch was not ranked by the fast path", q)
+		}
+	}
+}
