@@ -54,6 +54,10 @@ type fastQuery struct {
 func parseFastQuery(table, query string) (fastQuery, bool) {
 	var q fastQuery
 	ands, ors := 0, 0
+	// An operator must stand between two phrases (FTS5 refuses "a OR",
+	// "OR a", "a OR AND b"): afterOperator is set at the start and after
+	// each operator, cleared by a phrase.
+	afterOperator := true
 	for i := 0; i < len(query); {
 		switch c := query[i]; {
 		case c == ' ':
@@ -82,11 +86,16 @@ func parseFastQuery(table, query string) (fastQuery, bool) {
 			word := query[i : i+end]
 			i += end
 			switch word {
-			case "OR":
-				ors++
-				continue
-			case "AND":
-				ands++
+			case "OR", "AND":
+				if afterOperator {
+					return q, false
+				}
+				if word == "OR" {
+					ors++
+				} else {
+					ands++
+				}
+				afterOperator = true
 				continue
 			case "NOT", "NEAR":
 				return q, false
@@ -101,6 +110,10 @@ func parseFastQuery(table, query string) (fastQuery, bool) {
 			}
 			q.phrases = append(q.phrases, ftsPhrase{terms: []string{strings.ToLower(word)}, prefix: prefix})
 		}
+		afterOperator = false
+	}
+	if afterOperator {
+		return q, false // empty, or ends with an operator
 	}
 	n := len(q.phrases)
 	switch {

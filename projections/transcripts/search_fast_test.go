@@ -127,6 +127,10 @@ func TestParseFastQuery(t *testing.T) {
 		{"messages_fts", "a OR b c", nil}, // AND and OR mixed
 		{"messages_fts", "OR a", nil},     // an operator without two sides
 		{"messages_fts", "a OR", nil},     // an operator without two sides
+		{"messages_fts", "a b OR", nil},
+		{"messages_fts", "a OR b OR", nil},
+		{"messages_fts", "a OR OR b", nil},
+		{"messages_fts", "AND", nil},
 		{"messages_fts", `"read_file"`, &fastQuery{phrases: []ftsPhrase{{terms: []string{"read", "file"}}}}},
 		{"messages_fts", `"Docker-Compose up"`, &fastQuery{phrases: []ftsPhrase{{terms: []string{"docker", "compose", "up"}}}}},
 		{"messages_fts", `"--"`, nil},
