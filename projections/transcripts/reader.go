@@ -21,6 +21,11 @@ type Reader struct {
 	// stmts holds the statements of the per-message lookups (hot path of
 	// every append), prepared once.
 	stmts projections.StmtCache
+	// docLengths is the in-memory copy of the FTS tables' row lengths
+	// that the fast search path scores with (search_fast.go).
+	docLengths docLengths
+	// snippets makes a prefix query's snippets for single rows.
+	snippets snippetScratch
 }
 
 // OpenReader opens an existing transcripts file for queries only (for a
@@ -60,7 +65,8 @@ func openReader(path string) (*Reader, error) {
 
 // Close releases the read pool.
 func (r *Reader) Close() error {
-	return errors.Join(r.stmts.Close(), r.db.Close())
+	r.docLengths.loads.Wait() // a background read of the search lengths
+	return errors.Join(r.stmts.Close(), r.snippets.close(), r.db.Close())
 }
 
 // readTx runs fn in one read transaction (one snapshot of the file).

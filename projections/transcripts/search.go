@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -96,15 +97,23 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) ([]SearchResult, err
 	offset := max(q.Offset, 0)
 	var out []SearchResult
 	err := r.readTx(ctx, func(tx *sql.Tx) error {
-		matches, err := find(ctx, tx, query, q, limit, offset)
+		matches, err := r.find(ctx, tx, query, q, limit, offset)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			return nil // a query FTS5 refuses (or that fails) finds nothing
 		}
+		if len(matches) == 0 {
+			return nil
+		}
+		neighbours, err := prepareNeighbours(ctx, tx)
+		if err != nil {
+			return err
+		}
+		defer neighbours.close()
 		for _, m := range matches {
-			m.Context = searchContext(ctx, tx, m)
+			m.Context = neighbours.searchContext(ctx, m)
 			out = append(out, m.SearchResult)
 		}
 		return nil
@@ -115,9 +124,9 @@ func (r *Reader) Search(ctx context.Context, q SearchQuery) ([]SearchResult, err
 	return out, nil
 }
 
-func find(ctx context.Context, tx *sql.Tx, query string, q SearchQuery, limit, offset int) ([]match, error) {
+func (r *Reader) find(ctx context.Context, tx *sql.Tx, query string, q SearchQuery, limit, offset int) ([]match, error) {
 	if !ContainsCJK(query) {
-		return ftsMatch(ctx, tx, "messages_fts", query, q, limit, offset)
+		return r.ftsMatch(ctx, tx, "messages_fts", query, q, limit, offset)
 	}
 	raw := strings.TrimSpace(strings.Trim(query, `"`))
 	fields := strings.Fields(raw)
@@ -141,7 +150,7 @@ func find(ctx context.Context, tx *sql.Tx, query string, q SearchQuery, limit, o
 				parts[i] = `"` + strings.ReplaceAll(f, `"`, `""`) + `"`
 			}
 		}
-		return ftsMatch(ctx, tx, "messages_fts_trigram", strings.Join(parts, " "), q, limit, offset)
+		return r.ftsMatch(ctx, tx, "messages_fts_trigram", strings.Join(parts, " "), q, limit, offset)
 	}
 	if len(terms) == 0 {
 		terms = []string{raw}
@@ -201,15 +210,45 @@ const rankWindow = 1024
 // before the first row comes out; a top-k ORDER BY keeps only the best
 // limit+offset rows and does about half the work. With OrderRecent, only
 // the rankWindow most recent matches are ranked (one statement).
-func ftsMatch(ctx context.Context, tx *sql.Tx, table, query string, q SearchQuery, limit, offset int) ([]match, error) {
+func (r *Reader) ftsMatch(ctx context.Context, tx *sql.Tx, table, query string, q SearchQuery, limit, offset int) ([]match, error) {
 	if q.Order == OrderRecent {
 		return recentMatch(ctx, tx, table, query, q, limit, offset)
 	}
-	ids, err := bestIDs(ctx, tx, table, query, q, limit+offset)
+	rk, err := r.fastCandidates(ctx, tx, table, query)
+	if err != nil {
+		return nil, err
+	}
+	cands := func(k int) ([]int64, error) {
+		return queryIDs(tx.QueryContext(ctx, `SELECT rowid, bm25(`+table+`) AS score FROM `+table+`
+			WHERE `+table+` MATCH ? ORDER BY score, rowid LIMIT ?`, query, k))
+	}
+	snippetQuery := func(int64) string { return query }
+	if rk != nil {
+		best := map[int64]scored{}
+		cands = func(k int) ([]int64, error) {
+			ranked := rk.best(k)
+			ids := make([]int64, len(ranked))
+			for i, s := range ranked {
+				ids[i], best[s.id] = s.id, s
+			}
+			return ids, nil
+		}
+		snippetQuery = func(id int64) string {
+			if s, ok := best[id]; ok {
+				return rk.snippetQuery(query, s)
+			}
+			return query
+		}
+	}
+	ids, err := bestIDs(ctx, tx, table, query, q, limit+offset, cands)
 	if err != nil || len(ids) <= offset {
 		return nil, err
 	}
-	return pageRows(ctx, tx, table, query, ids[offset:])
+	var scratch *snippetScratch
+	if rk != nil {
+		scratch = &r.snippets
+	}
+	return pageRows(ctx, tx, table, snippetQuery, scratch, ids[offset:])
 }
 
 // maxCandidates bounds how many of the best matches bestIDs reads before
@@ -218,16 +257,16 @@ func ftsMatch(ctx context.Context, tx *sql.Tx, table, query string, q SearchQuer
 var maxCandidates = 8192
 
 // bestIDs returns the ids of the n best matches that pass the filters
-// (active, sources, roles), best first. It reads the k best matches
-// without joining them (k = 2n at first), keeps those that pass, and reads
+// (active, sources, roles), best first. It takes the k best matches from
+// best (the fast path's scores, or SQLite's top-k statement) without
+// joining them (k = 2n at first), keeps those that pass, and reads
 // 8 times as many while fewer than n passed and more matches exist: the
 // matches the filters drop cannot move the others, so the result is the
 // same as filtering first. Over maxCandidates it joins every match to the
 // filters in one statement instead.
-func bestIDs(ctx context.Context, tx *sql.Tx, table, query string, q SearchQuery, n int) ([]int64, error) {
+func bestIDs(ctx context.Context, tx *sql.Tx, table, query string, q SearchQuery, n int, best func(k int) ([]int64, error)) ([]int64, error) {
 	for k := max(2*n, 64); k <= maxCandidates; k *= 8 {
-		cands, err := queryIDs(tx.QueryContext(ctx, `SELECT rowid, bm25(`+table+`) AS score FROM `+table+`
-			WHERE `+table+` MATCH ? ORDER BY score, rowid LIMIT ?`, query, k))
+		cands, err := best(k)
 		if err != nil || len(cands) == 0 {
 			return nil, err
 		}
@@ -286,26 +325,86 @@ func int64s(ids []int64) []any {
 }
 
 // pageRows returns the result rows of ids, in that order, with the
-// snippets of `table MATCH query`.
-func pageRows(ctx context.Context, tx *sql.Tx, table, query string, ids []int64) ([]match, error) {
-	rows, err := scanResults(tx.QueryContext(ctx, `
+// snippets of `table MATCH queryFor(id)`. The ids with the same query are
+// read by one statement; with a scratch, the snippets of a prefix query
+// are made there (snippetScratch).
+func pageRows(ctx context.Context, tx *sql.Tx, table string, queryFor func(int64) string, scratch *snippetScratch, ids []int64) ([]match, error) {
+	byQuery := map[string][]int64{}
+	var queries []string
+	for _, id := range ids {
+		q := queryFor(id)
+		if byQuery[q] == nil {
+			queries = append(queries, q)
+		}
+		byQuery[q] = append(byQuery[q], id)
+	}
+	byID := make(map[int64]match, len(ids))
+	for _, q := range queries {
+		var rows []match
+		var err error
+		if _, ok := scratchTables[table]; ok && scratch != nil && strings.Contains(q, "*") {
+			rows, err = scratchPageRows(ctx, tx, table, q, scratch, byQuery[q])
+		} else {
+			rows, err = pageRowsOf(ctx, tx, table, q, byQuery[q])
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range rows {
+			byID[m.ID] = m
+		}
+	}
+	out := make([]match, 0, len(ids))
+	for _, id := range ids {
+		if m, ok := byID[id]; ok {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// pageRowsOf returns the result rows of ids under one query, in no order.
+//
+// FTS5 takes `rowid IN (...)` as one lookup per id, each of which sets
+// up the query again; for a prefix query that set-up merges the document
+// lists of every term with the prefix, so a prefix query is run once over
+// the range of the ids instead, the ids checked by SQLite before the
+// snippets are made (+rowid is not offered to FTS5).
+func pageRowsOf(ctx context.Context, tx *sql.Tx, table, query string, ids []int64) ([]match, error) {
+	where := table + `.rowid IN (` + placeholders(len(ids)) + `)`
+	args := append([]any{query}, int64s(ids)...)
+	if strings.Contains(query, "*") && len(ids) > 1 {
+		where = table + `.rowid BETWEEN ? AND ? AND +` + where
+		args = append([]any{query, slices.Min(ids), slices.Max(ids)}, int64s(ids)...)
+	}
+	return scanResults(tx.QueryContext(ctx, `
 		SELECT m.id, m.session_id, m.role, snippet(`+table+`, 0, '>>>', '<<<', '...', 40) AS snippet,
 			m.content, m.timestamp, m.tool_name, s.source, s.model, s.started_at AS session_started
 		FROM `+table+`
 		JOIN messages m ON m.id = `+table+`.rowid
 		JOIN sessions s ON s.id = m.session_id
-		WHERE `+table+` MATCH ? AND `+table+`.rowid IN (`+placeholders(len(ids))+`)`,
-		append([]any{query}, int64s(ids)...)...))
+		WHERE `+table+` MATCH ? AND `+where, args...))
+}
+
+// scratchPageRows is pageRowsOf with the snippets made in scratch.
+func scratchPageRows(ctx context.Context, tx *sql.Tx, table, query string, scratch *snippetScratch, ids []int64) ([]match, error) {
+	snippets, err := scratch.snippets(ctx, tx, table, query, ids)
 	if err != nil {
 		return nil, err
 	}
-	byID := make(map[int64]match, len(rows))
-	for _, m := range rows {
-		byID[m.ID] = m
+	rows, err := scanResults(tx.QueryContext(ctx, `
+		SELECT m.id, m.session_id, m.role, NULL AS snippet,
+			m.content, m.timestamp, m.tool_name, s.source, s.model, s.started_at AS session_started
+		FROM messages m
+		JOIN sessions s ON s.id = m.session_id
+		WHERE m.id IN (`+placeholders(len(ids))+`)`, int64s(ids)...))
+	if err != nil {
+		return nil, err
 	}
-	out := make([]match, 0, len(ids))
-	for _, id := range ids {
-		if m, ok := byID[id]; ok {
+	out := rows[:0]
+	for _, m := range rows {
+		if snippet, ok := snippets[m.ID]; ok {
+			m.Snippet = snippet.String
 			out = append(out, m)
 		}
 	}
@@ -374,17 +473,44 @@ func scanResults(rows *sql.Rows, err error) ([]match, error) {
 	return out, rows.Err()
 }
 
+// neighbours holds the two statements of a match's context, prepared
+// once for the page.
+type neighbours struct {
+	before, after *sql.Stmt
+}
+
+func prepareNeighbours(ctx context.Context, tx *sql.Tx) (*neighbours, error) {
+	before, err := tx.PrepareContext(ctx, `SELECT role, content FROM messages
+		WHERE session_id = ? AND active = 1 AND (timestamp, id) < (?, ?)
+		ORDER BY timestamp DESC, id DESC LIMIT 1`)
+	if err != nil {
+		return nil, fmt.Errorf("prepare search context: %w", err)
+	}
+	after, err := tx.PrepareContext(ctx, `SELECT role, content FROM messages
+		WHERE session_id = ? AND active = 1 AND (timestamp, id) > (?, ?)
+		ORDER BY timestamp, id LIMIT 1`)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("prepare search context: %w", err), before.Close())
+	}
+	return &neighbours{before: before, after: after}, nil
+}
+
+func (n *neighbours) close() {
+	_ = n.before.Close() // read-only statements of a transaction that ends
+	_ = n.after.Close()
+}
+
 // searchContext returns the active message before the match, the match,
 // and the one after, in the match's session by (timestamp, id); an error
 // gives no context, as in Hermes.
-func searchContext(ctx context.Context, tx *sql.Tx, res match) []ContextEntry {
+func (n *neighbours) searchContext(ctx context.Context, res match) []ContextEntry {
 	entry := func(role string, content sql.NullString) ContextEntry {
 		return ContextEntry{Role: role, Content: firstRunes(previewText(decodeContent(content), " "), 200)}
 	}
-	neighbour := func(query string) ([]ContextEntry, error) {
+	neighbour := func(stmt *sql.Stmt) ([]ContextEntry, error) {
 		var role string
 		var content sql.NullString
-		err := tx.QueryRowContext(ctx, query, res.SessionID, res.Timestamp, res.ID).Scan(&role, &content)
+		err := stmt.QueryRowContext(ctx, res.SessionID, res.Timestamp, res.ID).Scan(&role, &content)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, nil
 		}
@@ -393,15 +519,11 @@ func searchContext(ctx context.Context, tx *sql.Tx, res match) []ContextEntry {
 		}
 		return []ContextEntry{entry(role, content)}, nil
 	}
-	before, err := neighbour(`SELECT role, content FROM messages
-		WHERE session_id = ? AND active = 1 AND (timestamp, id) < (?, ?)
-		ORDER BY timestamp DESC, id DESC LIMIT 1`)
+	before, err := neighbour(n.before)
 	if err != nil {
 		return []ContextEntry{}
 	}
-	after, err := neighbour(`SELECT role, content FROM messages
-		WHERE session_id = ? AND active = 1 AND (timestamp, id) > (?, ?)
-		ORDER BY timestamp, id LIMIT 1`)
+	after, err := neighbour(n.after)
 	if err != nil {
 		return []ContextEntry{}
 	}

@@ -153,13 +153,17 @@ func inOrder(res []SearchResult) []int64 {
 // bestIDs (the best candidates filtered in Go, and the statement that
 // joins every match).
 func TestSearchMatchesBM25Reference(t *testing.T) {
+	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
+	loadLengthsInline = true
 	p, c := rankCorpus(t)
-	for _, candidates := range []int{maxCandidates, 0} {
-		t.Run(fmt.Sprintf("candidates=%d", candidates), func(t *testing.T) {
-			defer func(old int) { maxCandidates = old }(maxCandidates)
-			maxCandidates = candidates
-			testSearchMatchesBM25Reference(t, p, c)
-		})
+	for _, fast := range []bool{true, false} {
+		for _, candidates := range []int{maxCandidates, 0} {
+			t.Run(fmt.Sprintf("fast=%t/candidates=%d", fast, candidates), func(t *testing.T) {
+				defer func(old int, oldFast bool) { maxCandidates, fastSearch = old, oldFast }(maxCandidates, fastSearch)
+				maxCandidates, fastSearch = candidates, fast
+				testSearchMatchesBM25Reference(t, p, c)
+			})
+		}
 	}
 }
 
@@ -180,6 +184,7 @@ func testSearchMatchesBM25Reference(t *testing.T, p *Projection, c *corpus) {
 		roles        []string
 		limit, off   int
 		minMatches   int
+		slow         bool // the fast path does not rank this class
 	}{
 		{class: "common word", query: w[0], match: w[0], minMatches: 2 * rankWindow},
 		{class: "common word, page 3", query: w[1], match: w[1], limit: 20, off: 40, minMatches: rankWindow},
@@ -188,7 +193,14 @@ func testSearchMatchesBM25Reference(t *testing.T, p *Projection, c *corpus) {
 		{class: "phrase", query: `"` + w[0] + " " + w[1] + `"`, match: `"` + w[0] + " " + w[1] + `"`},
 		{class: "prefix", query: w[0][:3] + "*", match: w[0][:3] + "*", minMatches: rankWindow},
 		{class: "OR", query: w[3] + " OR " + w[40], match: w[3] + " OR " + w[40], minMatches: rankWindow},
-		{class: "NOT", query: w[0] + " NOT " + w[1], match: w[0] + " NOT " + w[1]},
+		{class: "NOT", query: w[0] + " NOT " + w[1], match: w[0] + " NOT " + w[1], slow: true},
+		{class: "AND", query: w[2] + " AND " + w[5], match: w[2] + " AND " + w[5]},
+		{class: "three-word phrase", query: `"` + w[0] + " " + w[1] + " " + w[0] + `"`, match: `"` + w[0] + " " + w[1] + " " + w[0] + `"`},
+		{class: "phrase and word", query: `"` + w[0] + " " + w[2] + `" ` + w[7], match: `"` + w[0] + " " + w[2] + `" ` + w[7]},
+		{class: "joined words", query: w[0] + "-" + w[1] + "_" + w[2], match: `"` + w[0] + " " + w[1] + " " + w[2] + `"`},
+		{class: "upper case", query: strings.ToUpper(w[6]), match: strings.ToUpper(w[6])},
+		{class: "long prefix", query: w[20][:4] + "*", match: w[20][:4] + "*"},
+		{class: "three ORs", query: w[8] + " OR " + w[30] + " OR " + w[200], match: w[8] + " OR " + w[30] + " OR " + w[200]},
 		{class: "role filter", query: w[0], match: w[0], roles: []string{"user"}, minMatches: rankWindow},
 		{class: "role filter, deep page", query: w[0], match: w[0], roles: []string{"assistant"}, limit: 100, off: 300, minMatches: rankWindow},
 		{class: "CJK trigram", query: cjk3, table: "messages_fts_trigram", match: `"` + cjk3 + `"`},
@@ -201,7 +213,11 @@ func testSearchMatchesBM25Reference(t *testing.T, p *Projection, c *corpus) {
 			if matches < tc.minMatches || len(want) == 0 {
 				t.Fatalf("%q: %d matches, %d in the page: the corpus does not exercise this class", tc.query, matches, len(want))
 			}
+			before := fastSearches.Load()
 			got := inOrder(search(t, p, SearchQuery{Query: tc.query, Roles: tc.roles, Limit: tc.limit, Offset: tc.off}))
+			if ranked := fastSearches.Load() > before; fastSearch && ranked == tc.slow {
+				t.Errorf("Search(%q): ranked by the fast path %t, want %t", tc.query, ranked, !tc.slow)
+			}
 			if diff := gocmp.Diff(want, got); diff != "" {
 				t.Errorf("Search(%q) ids, best first (-bm25 reference +got):\n%s", tc.query, diff)
 			}

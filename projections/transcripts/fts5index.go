@@ -1,0 +1,555 @@
+package transcripts
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// This file reads FTS5's own index (the %_data and %_idx tables of an FTS5
+// table) in Go, read-only, inside the caller's read transaction: the
+// document list of a term or of every term with a prefix, with positions.
+// The layout is the one fts5_index.c documents (structure record, leaf
+// pages with a 4-byte header, prefix-compressed terms, doclists of rowid
+// deltas and position lists that may run over page ends). Anything the
+// reader does not expect (a contentless-delete structure, a page that does
+// not parse) is errUnsupportedIndex: the caller then uses SQLite's own
+// statement instead.
+
+// errUnsupportedIndex says the FTS5 index is laid out in a way this reader
+// does not handle; the search falls back to SQLite's bm25().
+var errUnsupportedIndex = errors.New("fts5 index layout not supported by the Go reader")
+
+// ftsMainPrefix is the byte FTS5 puts before every term of the main index.
+const ftsMainPrefix = '0'
+
+// ftsSegment is one segment of the index, as the structure record lists it.
+type ftsSegment struct {
+	id, first, last int64
+}
+
+// ftsStructure is the decoded structure record: the segments newest first
+// (level 0 before level 1; within a level the last listed is the newest),
+// and the write counter, which moves on every flush.
+type ftsStructure struct {
+	segments     []ftsSegment
+	writeCounter uint64
+}
+
+// ftsVarint decodes one SQLite varint (big-endian groups of 7 bits, the
+// ninth byte whole) at b[i:], returning the value and the next offset; a
+// truncated varint gives ok false.
+func ftsVarint(b []byte, i int) (v uint64, next int, ok bool) {
+	for n := 0; n < 8; n++ {
+		if i >= len(b) {
+			return 0, i, false
+		}
+		c := b[i]
+		i++
+		v = v<<7 | uint64(c&0x7f)
+		if c < 0x80 {
+			return v, i, true
+		}
+	}
+	if i >= len(b) {
+		return 0, i, false
+	}
+	return v<<8 | uint64(b[i]), i + 1, true
+}
+
+// ftsIndex reads one FTS5 table's index within a read transaction.
+type ftsIndex struct {
+	ctx   context.Context
+	tx    *sql.Tx
+	table string // a fixed name, never user input
+	// used holds the doclists handed out, returned to doclistPool by
+	// release.
+	used []*ftsDoclist
+}
+
+// doclistPool keeps doclists' buffers between searches: a common word's
+// list is megabytes, grown by appends.
+var doclistPool = sync.Pool{New: func() any { return &ftsDoclist{} }}
+
+// newDoclist returns an empty doclist, with position lists or not.
+func (x *ftsIndex) newDoclist(withLists bool) *ftsDoclist {
+	d := doclistPool.Get().(*ftsDoclist)
+	d.rowids, d.counts, d.starts, d.raw, d.withLists = d.rowids[:0], d.counts[:0], d.starts[:0], d.raw[:0], withLists
+	x.used = append(x.used, d)
+	return d
+}
+
+// release gives back every doclist handed out; none may be used after.
+func (x *ftsIndex) release() {
+	for _, d := range x.used {
+		doclistPool.Put(d)
+	}
+	x.used = nil
+}
+
+func (x *ftsIndex) block(id int64) ([]byte, error) {
+	var b []byte
+	err := x.tx.QueryRowContext(x.ctx, `SELECT block FROM `+x.table+`_data WHERE id = ?`, id).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s_data row %d missing", errUnsupportedIndex, x.table, id)
+	}
+	return b, err
+}
+
+// structure decodes the structure record (%_data id 10).
+func (x *ftsIndex) structure() (ftsStructure, error) {
+	b, err := x.block(10)
+	if err != nil {
+		return ftsStructure{}, err
+	}
+	bad := fmt.Errorf("%w: structure record of %s", errUnsupportedIndex, x.table)
+	if len(b) < 8 || bytes.Equal(b[4:8], []byte{0xff, 0x00, 0x00, 0x01}) {
+		return ftsStructure{}, bad // too short, or V2 (contentless_delete)
+	}
+	i := 4
+	next := func() uint64 {
+		var v uint64
+		var ok bool
+		if v, i, ok = ftsVarint(b, i); !ok {
+			err = bad
+		}
+		return v
+	}
+	levels, _ := next(), next()
+	var s ftsStructure
+	s.writeCounter = next()
+	perLevel := make([][]ftsSegment, 0, levels)
+	for range levels {
+		_, n := next(), next() // segments in an ongoing merge, segments
+		var segs []ftsSegment
+		for range n {
+			segs = append(segs, ftsSegment{id: int64(next()), first: int64(next()), last: int64(next())})
+		}
+		perLevel = append(perLevel, segs)
+	}
+	if err != nil {
+		return ftsStructure{}, err
+	}
+	for _, segs := range perLevel {
+		for j := len(segs) - 1; j >= 0; j-- {
+			s.segments = append(s.segments, segs[j])
+		}
+	}
+	return s, nil
+}
+
+// averages returns the row count and the total token count (all columns)
+// of the averages record (%_data id 1), as xRowCount and
+// xColumnTotalSize(-1) report them.
+func (x *ftsIndex) averages() (rows, tokens int64, err error) {
+	b, err := x.block(1)
+	if err != nil {
+		return 0, 0, err
+	}
+	v, i, ok := ftsVarint(b, 0)
+	if !ok {
+		return 0, 0, fmt.Errorf("%w: averages record of %s", errUnsupportedIndex, x.table)
+	}
+	rows = int64(v)
+	for i < len(b) {
+		if v, i, ok = ftsVarint(b, i); !ok {
+			return 0, 0, fmt.Errorf("%w: averages record of %s", errUnsupportedIndex, x.table)
+		}
+		tokens += int64(v)
+	}
+	return rows, tokens, nil
+}
+
+// startPage is the leaf page of seg where a term >= key can first be:
+// the last page whose %_idx key is <= key, else the segment's first page.
+func (x *ftsIndex) startPage(seg ftsSegment, key []byte) (int64, error) {
+	var pgno int64
+	err := x.tx.QueryRowContext(x.ctx, `SELECT pgno FROM `+x.table+`_idx WHERE segid = ? AND term <= ? ORDER BY term DESC LIMIT 1`,
+		seg.id, key).Scan(&pgno)
+	if errors.Is(err, sql.ErrNoRows) {
+		return seg.first, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return max(pgno>>1, seg.first), nil
+}
+
+// ftsDoclist is the document list of one term in one segment (or merged):
+// ascending rowids and, for each, the number of positions (0: an entry
+// that deletes the row from older segments) or, when positions are asked
+// for, the size of its position list, kept undecoded in raw.
+type ftsDoclist struct {
+	rowids []int64
+	counts []int32
+	starts []int32 // with positions: the list of rowids[i] is raw[starts[i]:starts[i]+counts[i]]
+	raw    []byte
+	// withLists says counts are list sizes and raw holds the lists.
+	withLists bool
+}
+
+func (d *ftsDoclist) len() int { return len(d.rowids) }
+
+// positions decodes the positions of entry i (column<<32 | offset).
+func (d *ftsDoclist) positions(dst []int64, i int) ([]int64, bool) {
+	return decodePositions(dst[:0], d.raw[d.starts[i]:d.starts[i]+d.counts[i]])
+}
+
+// copyEntry appends entry i of from.
+func (d *ftsDoclist) copyEntry(from *ftsDoclist, i int) {
+	d.rowids = append(d.rowids, from.rowids[i])
+	d.counts = append(d.counts, from.counts[i])
+	if from.withLists {
+		d.starts = append(d.starts, int32(len(d.raw)))
+		d.raw = append(d.raw, from.raw[from.starts[i]:from.starts[i]+from.counts[i]]...)
+	}
+}
+
+// countPositions counts the offsets of one position list.
+func countPositions(poslist []byte) (int32, bool) {
+	var n int32
+	for i := 0; i < len(poslist); {
+		v, next, ok := ftsVarint(poslist, i)
+		if !ok {
+			return 0, false
+		}
+		i = next
+		if v == 1 { // a column marker, then the column number
+			if _, i, ok = ftsVarint(poslist, i); !ok {
+				return 0, false
+			}
+			continue
+		}
+		if v < 2 {
+			return 0, false
+		}
+		n++
+	}
+	return n, true
+}
+
+// decodePositions appends the positions of one position list.
+func decodePositions(dst []int64, poslist []byte) ([]int64, bool) {
+	var col, prev int64
+	for i := 0; i < len(poslist); {
+		v, next, ok := ftsVarint(poslist, i)
+		if !ok {
+			return dst, false
+		}
+		i = next
+		if v == 1 { // a column marker, then the column number
+			c, next, ok := ftsVarint(poslist, i)
+			if !ok {
+				return dst, false
+			}
+			i, col, prev = next, int64(c), 0
+			continue
+		}
+		if v < 2 {
+			return dst, false
+		}
+		prev += int64(v) - 2
+		dst = append(dst, col<<32|prev)
+	}
+	return dst, true
+}
+
+// segmentTerms reads seg from the page where key can start and calls
+// visit with each term (without the index prefix byte) at or after key and
+// its doclist, in term order, while visit returns true.
+func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, visit func(term []byte, d *ftsDoclist) bool) error {
+	pgno, err := x.startPage(seg, key)
+	if err != nil {
+		return err
+	}
+	bad := func(what string) error {
+		return fmt.Errorf("%w: %s, segment %d page %d", errUnsupportedIndex, what, seg.id, pgno)
+	}
+	var (
+		term      []byte
+		cur       *ftsDoclist // the doclist being read (nil: not in one, or skipping)
+		inDoclist bool        // a doclist may continue on the next page
+		rowid     int64
+		pending   int  // position-list bytes still to read on the next page
+		deleted   bool // the entry being read carries the delete flag
+		poslist   []byte
+		done      bool
+	)
+	finishEntry := func() bool {
+		if cur == nil {
+			return true
+		}
+		_ = deleted // an entry with positions is present even if it deletes an older version
+		cur.rowids = append(cur.rowids, rowid)
+		if !withPositions {
+			n, ok := countPositions(poslist)
+			cur.counts = append(cur.counts, n)
+			return ok
+		}
+		cur.starts = append(cur.starts, int32(len(cur.raw)))
+		cur.counts = append(cur.counts, int32(len(poslist)))
+		cur.raw = append(cur.raw, poslist...)
+		return true
+	}
+	finishTerm := func() {
+		if cur != nil && !done {
+			done = !visit(term, cur)
+		}
+		cur = nil
+	}
+	// entries reads doclist entries of page from i to end; the first
+	// rowid is absolute when absolute is set.
+	entries := func(page []byte, i, end int, absolute bool) (int, error) {
+		for i < end {
+			v, next, ok := ftsVarint(page, i)
+			if !ok {
+				return i, bad("rowid")
+			}
+			if absolute {
+				rowid, absolute = int64(v), false
+			} else {
+				rowid += int64(v)
+			}
+			size, next2, ok := ftsVarint(page, next)
+			if !ok {
+				return i, bad("position list size")
+			}
+			i = next2
+			n := int(size >> 1)
+			deleted = size&1 == 1
+			poslist = poslist[:0]
+			if i+n > end {
+				poslist = append(poslist, page[i:end]...)
+				pending = n - (end - i)
+				return end, nil
+			}
+			poslist = append(poslist, page[i:i+n]...)
+			i += n
+			if !finishEntry() {
+				return i, bad("position list")
+			}
+		}
+		return i, nil
+	}
+	// The leaves of a segment are the rows segid<<37 + page number, in
+	// order; they are read as one range.
+	base := seg.id << 37
+	rows, err := x.tx.QueryContext(x.ctx, `SELECT id, block FROM `+x.table+`_data WHERE id BETWEEN ? AND ? ORDER BY id`,
+		base+pgno, base+seg.last)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for pgno--; !done && rows.Next(); {
+		var id int64
+		var page sql.RawBytes // valid until the next row: what is kept is copied
+		if err := rows.Scan(&id, &page); err != nil {
+			return err
+		}
+		if pgno++; id != base+pgno {
+			return bad("missing page")
+		}
+		if len(page) < 4 {
+			return bad("short page")
+		}
+		firstRowid := int(binary.BigEndian.Uint16(page[0:2]))
+		szLeaf := int(binary.BigEndian.Uint16(page[2:4]))
+		if szLeaf < 4 || szLeaf > len(page) || firstRowid > szLeaf {
+			return bad("page header")
+		}
+		var termOffsets []int
+		for i, off := szLeaf, 0; i < len(page); {
+			v, next, ok := ftsVarint(page, i)
+			if !ok {
+				return bad("page footer")
+			}
+			off += int(v)
+			if off < 4 || off > szLeaf {
+				return bad("term offset")
+			}
+			termOffsets = append(termOffsets, off)
+			i = next
+		}
+		endOfContinuation := szLeaf
+		if len(termOffsets) > 0 {
+			endOfContinuation = termOffsets[0]
+		}
+		i := 4
+		if inDoclist {
+			if pending > 0 {
+				n := min(pending, endOfContinuation-i)
+				poslist = append(poslist, page[i:i+n]...)
+				pending -= n
+				i += n
+				if pending > 0 {
+					continue // the position list covers this whole page
+				}
+				if !finishEntry() {
+					return bad("position list")
+				}
+			}
+			if firstRowid != 0 {
+				if firstRowid != i {
+					return bad("first rowid offset")
+				}
+				if _, err = entries(page, i, endOfContinuation, true); err != nil {
+					return err
+				}
+				if pending > 0 {
+					if len(termOffsets) > 0 {
+						return bad("position list runs into a term")
+					}
+					continue
+				}
+			}
+			if len(termOffsets) == 0 && firstRowid != 0 {
+				continue // the doclist may go on
+			}
+			inDoclist = false
+			finishTerm()
+			if done {
+				break
+			}
+		} else if firstRowid != 0 && len(termOffsets) == 0 {
+			continue // a page of a doclist started before key's page
+		}
+		for t, off := range termOffsets {
+			i = off
+			if t == 0 {
+				n, next, ok := ftsVarint(page, i)
+				if !ok || next+int(n) > szLeaf {
+					return bad("first term")
+				}
+				term = append(term[:0], page[next:next+int(n)]...)
+				i = next + int(n)
+			} else {
+				keep, next, ok := ftsVarint(page, i)
+				if !ok {
+					return bad("term prefix")
+				}
+				n, next2, ok := ftsVarint(page, next)
+				if !ok || int(keep) > len(term) || next2+int(n) > szLeaf {
+					return bad("term suffix")
+				}
+				term = append(term[:keep], page[next2:next2+int(n)]...)
+				i = next2 + int(n)
+			}
+			if len(term) == 0 || term[0] != ftsMainPrefix {
+				return nil // a prefix index (none is configured) or past the main index
+			}
+			if bytes.Compare(term, key) >= 0 {
+				cur = x.newDoclist(withPositions)
+			}
+			end := szLeaf
+			if t+1 < len(termOffsets) {
+				end = termOffsets[t+1]
+			}
+			if _, err = entries(page, i, end, true); err != nil {
+				return err
+			}
+			if t+1 < len(termOffsets) {
+				if pending > 0 {
+					return bad("position list runs into a term")
+				}
+				finishTerm()
+				if done {
+					break
+				}
+			} else {
+				inDoclist = true
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if !done && pgno != seg.last {
+		return bad("missing last page")
+	}
+	if inDoclist && !done {
+		if pending > 0 {
+			return fmt.Errorf("%w: position list runs past segment %d", errUnsupportedIndex, seg.id)
+		}
+		finishTerm()
+	}
+	return nil
+}
+
+// mergeNewer returns the doclist of older overridden by newer: a rowid
+// in newer takes newer's entry.
+func (x *ftsIndex) mergeNewer(older, newer *ftsDoclist) *ftsDoclist {
+	if older == nil || older.len() == 0 {
+		return newer
+	}
+	if newer.len() == 0 || newer.rowids[0] > older.rowids[older.len()-1] {
+		// Newer rows only (appends): older, then newer.
+		for j := range newer.len() {
+			older.copyEntry(newer, j)
+		}
+		return older
+	}
+	out := x.newDoclist(newer.withLists)
+	i, j := 0, 0
+	for i < older.len() || j < newer.len() {
+		switch {
+		case j == newer.len() || (i < older.len() && older.rowids[i] < newer.rowids[j]):
+			out.copyEntry(older, i)
+			i++
+		case i < older.len() && older.rowids[i] == newer.rowids[j]:
+			i++
+		default:
+			out.copyEntry(newer, j)
+			j++
+		}
+	}
+	return out
+}
+
+// present drops the entries without positions (deleted rows).
+func (x *ftsIndex) present(d *ftsDoclist) *ftsDoclist {
+	if !slices.Contains(d.counts, 0) {
+		return d
+	}
+	out := x.newDoclist(d.withLists)
+	for i := range d.rowids {
+		if d.counts[i] > 0 {
+			out.copyEntry(d, i)
+		}
+	}
+	return out
+}
+
+// termDoclists returns the doclist of term (prefix false) or of every term
+// starting with term (prefix true), each merged over every segment,
+// without deleted rows. Terms are given without the index prefix byte.
+func (x *ftsIndex) termDoclists(s ftsStructure, term string, prefix, withPositions bool) (map[string]*ftsDoclist, error) {
+	key := append([]byte{ftsMainPrefix}, term...)
+	byTerm := map[string]*ftsDoclist{}
+	// Oldest segment first, so that each newer one overrides.
+	for i := len(s.segments) - 1; i >= 0; i-- {
+		err := x.segmentTerms(s.segments[i], key, withPositions, func(t []byte, d *ftsDoclist) bool {
+			if !bytes.HasPrefix(t, key) || (!prefix && len(t) != len(key)) {
+				return false
+			}
+			name := string(t[1:])
+			byTerm[name] = x.mergeNewer(byTerm[name], d)
+			return prefix
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	for t, d := range byTerm {
+		if d = x.present(d); d.len() == 0 {
+			delete(byTerm, t)
+		} else {
+			byTerm[t] = d
+		}
+	}
+	return byTerm, nil
+}

@@ -1,0 +1,178 @@
+package transcripts
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// docLengths keeps, per FTS table, the token count of every row (what
+// bm25() reads from %_docsize through xColumnSize, one b-tree lookup per
+// match) in memory: 4 bytes a message. It is brought up to date at each
+// search from the rows appended since (messages only ever get new ids;
+// their content never changes in place: a rewind updates only `active`,
+// and FTS5 re-indexes the same text). Reading every row (the first search
+// of a table, or after rows went away, as the row count and the token
+// total say) is done in the background: until it is done, searches take
+// SQLite's path, so a one-shot search (the CLI) never pays for it.
+type docLengths struct {
+	mu      sync.Mutex
+	byTable map[string]*docLengthTable
+	loading map[string]bool
+	loads   sync.WaitGroup
+}
+
+// loadLengthsInline makes the full reads happen in the search that needs
+// them (tests, to take the fast path deterministically).
+var loadLengthsInline = false
+
+// errLengthsNotLoaded says the table's lengths are being read.
+var errLengthsNotLoaded = fmt.Errorf("%w: document lengths not in memory yet", errUnsupportedIndex)
+
+// docLengthTable is one table's lengths as of one state of the index. It
+// is never changed once published, except by appending past len(lens).
+type docLengthTable struct {
+	writeCounter uint64
+	rows, tokens int64    // the averages record it agrees with
+	lens         []uint32 // by rowid: the length + 1, or 0 for no row
+	maxID        int64
+}
+
+// maxDocLengthID bounds the ids the copy covers (a denser file is
+// searched by SQLite's statement).
+const maxDocLengthID = 1 << 27
+
+func (t *docLengthTable) of(id int64) (uint32, bool) {
+	if id < 0 || id >= int64(len(t.lens)) {
+		return 0, false
+	}
+	return t.lens[id] - 1, t.lens[id] != 0
+}
+
+// of returns the lengths of table as of the caller's snapshot, whose
+// structure write counter and averages record are given. It returns
+// errLengthsNotLoaded when they must be read in full (load does it), and
+// errUnsupportedIndex when another search has already moved the copy past
+// this snapshot.
+func (l *docLengths) of(ctx context.Context, tx *sql.Tx, table string, writeCounter uint64, rows, tokens int64) (*docLengthTable, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cur := l.byTable[table]
+	if cur != nil && cur.writeCounter == writeCounter && cur.rows == rows && cur.tokens == tokens {
+		return cur, nil
+	}
+	if cur == nil {
+		return nil, errLengthsNotLoaded
+	}
+	var snapshotMax int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM `+table+`_docsize`).Scan(&snapshotMax); err != nil {
+		return nil, fmt.Errorf("document lengths of %s: %w", table, err)
+	}
+	if snapshotMax < cur.maxID {
+		return nil, errUnsupportedIndex // an older snapshot than the copy
+	}
+	if snapshotMax > maxDocLengthID {
+		return nil, errUnsupportedIndex
+	}
+	next := &docLengthTable{writeCounter: writeCounter, rows: rows, tokens: tokens, lens: cur.lens, maxID: cur.maxID}
+	added, sum, err := next.load(ctx, tx, table, cur.maxID)
+	if err != nil {
+		return nil, err
+	}
+	if cur.rows+added != rows || cur.tokens+sum != tokens {
+		return nil, errLengthsNotLoaded // rows went away
+	}
+	l.byTable[table] = next
+	return next, nil
+}
+
+// load reads every length of table in tx (a snapshot whose structure
+// write counter and averages record are given) and publishes them.
+func (l *docLengths) load(ctx context.Context, tx *sql.Tx, table string, writeCounter uint64, rows, tokens int64) error {
+	next := &docLengthTable{writeCounter: writeCounter, rows: rows, tokens: tokens}
+	added, sum, err := next.load(ctx, tx, table, 0)
+	if err != nil {
+		return err
+	}
+	if added != rows || sum != tokens {
+		return fmt.Errorf("%w: %s_docsize holds %d rows and %d tokens, the averages record %d and %d",
+			errUnsupportedIndex, table, added, sum, rows, tokens)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byTable == nil {
+		l.byTable = map[string]*docLengthTable{}
+	}
+	l.byTable[table] = next
+	return nil
+}
+
+// startLoad marks table as being read; false if it already is.
+func (l *docLengths) startLoad(table string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.loading[table] {
+		return false
+	}
+	if l.loading == nil {
+		l.loading = map[string]bool{}
+	}
+	l.loading[table] = true
+	l.loads.Add(1)
+	return true
+}
+
+func (l *docLengths) endLoad(table string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.loading, table)
+	l.loads.Done()
+}
+
+// load appends the lengths of the rows after id `after`, returning how
+// many rows and tokens it added.
+func (t *docLengthTable) load(ctx context.Context, tx *sql.Tx, table string, after int64) (added, sum int64, err error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id, sz FROM `+table+`_docsize WHERE id > ? ORDER BY id`, after)
+	if err != nil {
+		return 0, 0, fmt.Errorf("document lengths of %s: %w", table, err)
+	}
+	defer rows.Close()
+	lens := t.lens
+	var sz []byte
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id, &sz); err != nil {
+			return 0, 0, fmt.Errorf("document lengths of %s: %w", table, err)
+		}
+		if id <= 0 || id > maxDocLengthID {
+			return 0, 0, errUnsupportedIndex
+		}
+		var n uint64
+		for i := 0; i < len(sz); {
+			v, next, ok := ftsVarint(sz, i)
+			if !ok {
+				return 0, 0, errUnsupportedIndex
+			}
+			n, i = n+v, next
+		}
+		if n >= 1<<31 {
+			return 0, 0, errUnsupportedIndex
+		}
+		if int64(len(lens)) <= id {
+			old := len(lens)
+			lens = slices.Grow(lens, int(id)+1-old)[:id+1]
+			clear(lens[old:])
+		}
+		lens[id] = uint32(n) + 1 // 0 stands for "no row"
+		t.maxID = id
+		added++
+		sum += int64(n)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, 0, fmt.Errorf("document lengths of %s: %w", table, err)
+	}
+	t.lens = lens
+	return added, sum, nil
+}

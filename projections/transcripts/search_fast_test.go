@@ -1,0 +1,273 @@
+package transcripts
+
+import (
+	"context"
+	"database/sql"
+	"math"
+	"testing"
+
+	gocmp "github.com/google/go-cmp/cmp"
+
+	"hermes/events"
+)
+
+// TestFastScoresEqualBM25: given a history applied in many small batches
+// (many FTS5 segments, merged and not), with rewound rows and cleared
+// sessions (delete markers in newer segments), when the fast path scores a
+// query, then it finds exactly the rows SQLite's MATCH finds, each with
+// bm25()'s double bit for bit — after appends (the document lengths
+// brought up to date) and after deletions (read again) alike.
+func TestFastScoresEqualBM25(t *testing.T) {
+	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
+	loadLengthsInline = true
+	p := openTemp(t)
+	c := newCorpus(23, 12)
+	apply := func(n int) {
+		for range n / 50 {
+			mustApply(t, p, c.events(50))
+		}
+	}
+	w := c.words
+	queries := func() []struct{ table, query string } {
+		var qs []struct{ table, query string }
+		add := func(table, query string) { qs = append(qs, struct{ table, query string }{table, query}) }
+		for i := 0; i < 600; i += 7 {
+			add("messages_fts", w[i])
+		}
+		for _, i := range []int{0, 1, 3, 17, 40, 300} {
+			add("messages_fts", w[i][:2]+"*")
+			add("messages_fts", w[i][:3]+"*")
+			add("messages_fts", w[i]+"*")
+		}
+		add("messages_fts", `"`+w[0]+" "+w[1]+`"`)
+		add("messages_fts", `"`+w[1]+" "+w[0]+" "+w[2]+`"`)
+		add("messages_fts", w[0]+" "+w[5])
+		add("messages_fts", w[2]+" AND "+w[9]+" AND "+w[33])
+		add("messages_fts", w[3]+" OR "+w[40]+" OR "+w[2][:3]+"*")
+		add("messages_fts", `"`+w[0]+" "+w[0]+`" OR `+w[11])
+		for _, cw := range c.cjkWords[:40] {
+			if runeLen(cw) >= 3 {
+				add("messages_fts_trigram", `"`+cw+`"`)
+			}
+		}
+		return qs
+	}()
+	check := func(stage string) {
+		t.Helper()
+		ctx := context.Background()
+		for _, q := range queries {
+			fq, ok := parseFastQuery(q.table, q.query)
+			if !ok {
+				t.Fatalf("%s: parseFastQuery(%s, %q) refused", stage, q.table, q.query)
+			}
+			want, got := map[int64]uint64{}, map[int64]uint64{}
+			err := p.readTx(ctx, func(tx *sql.Tx) error {
+				rows, err := tx.QueryContext(ctx, `SELECT rowid, bm25(`+q.table+`) FROM `+q.table+` WHERE `+q.table+` MATCH ?`, q.query)
+				if err != nil {
+					return err
+				}
+				defer rows.Close()
+				for rows.Next() {
+					var id int64
+					var score float64
+					if err := rows.Scan(&id, &score); err != nil {
+						return err
+					}
+					want[id] = math.Float64bits(score)
+				}
+				if err := rows.Err(); err != nil {
+					return err
+				}
+				rk, err := p.fastScores(ctx, tx, q.table, fq)
+				if err != nil {
+					return err
+				}
+				for _, s := range rk.all {
+					got[s.id] = math.Float64bits(s.score)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("%s: %s MATCH %q: %v", stage, q.table, q.query, err)
+			}
+			if diff := gocmp.Diff(want, got); diff != "" {
+				t.Errorf("%s: %s MATCH %q: rowid → bm25 bits (-SQLite +fast):\n%s", stage, q.table, q.query, diff)
+			}
+		}
+	}
+	apply(1500)
+	check("appended")
+	apply(700)
+	check("more appended")
+	var gone []events.Envelope
+	for _, sid := range []string{"20260301_000000_00000002", "20260301_000000_00000005"} {
+		gone = append(gone, c.h.tr(sid, events.TranscriptCleared{SessionID: sid, At: c.now})...)
+	}
+	sid := "20260301_000000_00000003"
+	gone = append(gone, c.h.tr(sid, events.TurnsRewound{SessionID: sid, TargetMessageID: 0, TurnsUndone: 1, At: c.now})...)
+	mustApply(t, p, gone)
+	check("cleared and rewound")
+	apply(600)
+	check("appended after deletions")
+}
+
+// TestParseFastQuery: the queries the fast path ranks, and those it
+// leaves to SQLite.
+func TestParseFastQuery(t *testing.T) {
+	for _, tc := range []struct {
+		table, query string
+		want         *fastQuery // nil: refused
+	}{
+		{"messages_fts", "Docker", &fastQuery{phrases: []ftsPhrase{{terms: []string{"docker"}}}}},
+		{"messages_fts", "deploy*", &fastQuery{phrases: []ftsPhrase{{terms: []string{"deploy"}, prefix: true}}}},
+		{"messages_fts", `"memory leak"`, &fastQuery{phrases: []ftsPhrase{{terms: []string{"memory", "leak"}}}}},
+		{"messages_fts", "redis OR memcached", &fastQuery{or: true, phrases: []ftsPhrase{{terms: []string{"redis"}}, {terms: []string{"memcached"}}}}},
+		{"messages_fts", "a AND b c", &fastQuery{phrases: []ftsPhrase{{terms: []string{"a"}}, {terms: []string{"b"}}, {terms: []string{"c"}}}}},
+		{"messages_fts", "a NOT b", nil},
+		{"messages_fts", "a OR b c", nil}, // AND and OR mixed
+		{"messages_fts", "OR a", nil},     // an operator without two sides
+		{"messages_fts", "a OR", nil},     // an operator without two sides
+		{"messages_fts", "a b OR", nil},
+		{"messages_fts", "a OR b OR", nil},
+		{"messages_fts", "a OR OR b", nil},
+		{"messages_fts", "AND", nil},
+		{"messages_fts", `"read_file"`, &fastQuery{phrases: []ftsPhrase{{terms: []string{"read", "file"}}}}},
+		{"messages_fts", `"Docker-Compose up"`, &fastQuery{phrases: []ftsPhrase{{terms: []string{"docker", "compose", "up"}}}}},
+		{"messages_fts", `"--"`, nil},
+		{"messages_fts", "read_file", nil},
+		{"messages_fts", `"café au lait"`, nil},
+		{"messages_fts", "café", nil}, // folding and diacritics
+		{"messages_fts", `"ab"*`, nil},
+		{"messages_fts", "de*ploy", nil},
+		{"messages_fts", `"记忆断"`, nil},
+		{"messages_fts_trigram", `"记忆断裂"`, &fastQuery{phrases: []ftsPhrase{{terms: []string{"记忆断", "忆断裂"}}}}},
+		{"messages_fts_trigram", `"记忆" "断裂问"`, nil},
+		{"messages_fts_trigram", `"记忆a断"`, nil},
+	} {
+		got, ok := parseFastQuery(tc.table, tc.query)
+		if tc.want == nil {
+			if ok {
+				t.Errorf("parseFastQuery(%s, %q) = %+v, want refused", tc.table, tc.query, got)
+			}
+			continue
+		}
+		if !ok {
+			t.Errorf("parseFastQuery(%s, %q) refused, want %+v", tc.table, tc.query, *tc.want)
+			continue
+		}
+		if diff := gocmp.Diff(*tc.want, got, gocmp.AllowUnexported(fastQuery{}, ftsPhrase{})); diff != "" {
+			t.Errorf("parseFastQuery(%s, %q) (-want +got):\n%s", tc.table, tc.query, diff)
+		}
+	}
+}
+
+// TestFastSearchResultsEqualSlow: the whole results (ids, snippets,
+// context) of the fast path are those of SQLite's statements, including
+// prefix queries whose snippets come from the query with the row's only
+// term in place of the prefix, or from the scratch table (rows with
+// several terms of the prefix).
+func TestFastSearchResultsEqualSlow(t *testing.T) {
+	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
+	loadLengthsInline = true
+	p, c := rankCorpus(t)
+	w := c.words
+	queries := []SearchQuery{
+		{Query: w[0][:2] + "*"},
+		{Query: w[1][:3] + "*", Limit: 50},
+		{Query: w[17][:4] + "*", Offset: 5},
+		{Query: w[0][:2] + "* " + w[3]},
+		{Query: w[3] + " OR " + w[2][:2] + "*"},
+		{Query: w[5] + " " + w[0][:3] + "*", Roles: []string{"assistant"}},
+		{Query: `"` + w[0] + " " + w[1] + `"`},
+		{Query: w[2]},
+	}
+	scratchBefore := scratchPages.Load()
+	for _, q := range queries {
+		before := fastSearches.Load()
+		fast := search(t, p, q)
+		if fastSearches.Load() == before {
+			t.Errorf("Search(%q) was not ranked by the fast path", q.Query)
+		}
+		func() {
+			defer func(old bool) { fastSearch = old }(fastSearch)
+			fastSearch = false
+			slow := search(t, p, q)
+			if len(slow) == 0 {
+				t.Fatalf("Search(%q): no results; the corpus does not exercise it", q.Query)
+			}
+			if diff := gocmp.Diff(slow, fast); diff != "" {
+				t.Errorf("Search(%+v) (-SQLite's statements +fast path):\n%s", q, diff)
+			}
+		}()
+	}
+	if scratchPages.Load() == scratchBefore {
+		t.Errorf("no page had rows with several terms of a prefix: the scratch snippets are not exercised")
+	}
+}
+
+// TestFastPathLengthsLoadInBackground: given a reader that has not read
+// the row lengths, when it searches, then that search is ranked by
+// SQLite's statement (a one-shot search never reads them all) while the
+// lengths are read in the background; after that, searches take the fast
+// path, also after new messages (brought up to date), and after messages
+// went away the lengths are read again in the background, with the same
+// results throughout.
+func TestFastPathLengthsLoadInBackground(t *testing.T) {
+	p := openTemp(t)
+	c := newCorpus(31, 8)
+	mustApply(t, p, c.events(1200))
+	word := c.words[1]
+	ranked := func(stage string, wantFast bool) {
+		t.Helper()
+		before := fastSearches.Load()
+		got := search(t, p, SearchQuery{Query: word})
+		if fast := fastSearches.Load() > before; fast != wantFast {
+			t.Errorf("%s: ranked by the fast path %t, want %t", stage, fast, wantFast)
+		}
+		want, _ := bm25Reference(t, p, "messages_fts", word, nil, defaultSearchLimit, 0)
+		if diff := gocmp.Diff(want, inOrder(got)); diff != "" {
+			t.Errorf("%s: Search(%q) ids (-bm25 reference +got):\n%s", stage, word, diff)
+		}
+	}
+	ranked("cold", false)
+	p.docLengths.loads.Wait()
+	ranked("loaded", true)
+	mustApply(t, p, c.events(300))
+	ranked("appended", true)
+	var sid string
+	if err := p.readTx(context.Background(), func(tx *sql.Tx) error {
+		return tx.QueryRow(`SELECT session_id FROM messages ORDER BY id LIMIT 1`).Scan(&sid)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, p, c.h.tr(sid, events.TranscriptCleared{SessionID: sid, At: c.now}))
+	ranked("rows went away", false)
+	p.docLengths.loads.Wait()
+	ranked("read again", true)
+}
+
+// TestWarmSearch: after WarmSearch has read the lengths, the first search
+// of either index is ranked by the fast path.
+func TestWarmSearch(t *testing.T) {
+	p := openTemp(t)
+	c := newCorpus(37, 8)
+	mustApply(t, p, c.events(800))
+	p.WarmSearch()
+	p.docLengths.loads.Wait()
+	var cjk string
+	for _, w := range c.cjkWords {
+		if runeLen(w) >= 3 {
+			cjk = w
+			break
+		}
+	}
+	for _, q := range []string{c.words[0], cjk} {
+		before := fastSearches.Load()
+		if res := search(t, p, SearchQuery{Query: q}); len(res) == 0 {
+			t.Fatalf("Search(%q): no results; the corpus does not exercise it", q)
+		}
+		if fastSearches.Load() == before {
+			t.Errorf("Search(%q) after WarmSearch was not ranked by the fast path", q)
+		}
+	}
+}
