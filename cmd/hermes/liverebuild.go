@@ -384,6 +384,9 @@ func (rt *runtime) openLiveSet() (liveSet, error) {
 	}
 	lanes.ReportClampsTo(rt.clamps)
 	state.ReportClampsTo(rt.clamps)
+	// The swap opens them caught up: the search's row lengths can be read
+	// now, as a start does once it has caught up.
+	reader.WarmSearch()
 	return liveSet{models: api.ReadModels{Lanes: lanes, Transcripts: reader}, lanes: lanes, state: state}, nil
 }
 

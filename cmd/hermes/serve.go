@@ -278,7 +278,7 @@ func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
 	}
 	head, _ := rt.raw.Head(ctx)
 	rt.log.Info("read models caught up", "events", head, "took", time.Since(start).Round(time.Millisecond))
-	rt.reader.WarmSearch()
+	reader.WarmSearch()
 	return nil
 }
 
