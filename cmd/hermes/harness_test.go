@@ -82,22 +82,7 @@ func freeAddr(t testing.TB) string {
 // startServer starts hermes serve on home and waits until /readyz is ready.
 func startServer(t testing.TB, home string, env []string, args ...string) *server {
 	t.Helper()
-	s := &server{t: t, home: home, addr: freeAddr(t), stderr: &syncBuffer{}, done: make(chan struct{})}
-	s.cmd = exec.Command(binary, append([]string{"serve", "--home", home, "--addr", s.addr}, args...)...)
-	s.cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
-	s.cmd.Stderr = s.stderr
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		err := s.cmd.Wait()
-		s.exit = 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			s.exit = ee.ExitCode()
-		}
-		close(s.done)
-	}()
-	t.Cleanup(func() { s.kill() })
+	s := launchServer(t, home, env, args...)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		select {
@@ -117,6 +102,28 @@ func startServer(t testing.TB, home string, env []string, args ...string) *serve
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// launchServer starts hermes serve on home without waiting for anything.
+func launchServer(t testing.TB, home string, env []string, args ...string) *server {
+	t.Helper()
+	s := &server{t: t, home: home, addr: freeAddr(t), stderr: &syncBuffer{}, done: make(chan struct{})}
+	s.cmd = exec.Command(binary, append([]string{"serve", "--home", home, "--addr", s.addr}, args...)...)
+	s.cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
+	s.cmd.Stderr = s.stderr
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := s.cmd.Wait()
+		s.exit = 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			s.exit = ee.ExitCode()
+		}
+		close(s.done)
+	}()
+	t.Cleanup(func() { s.kill() })
+	return s
 }
 
 func (s *server) kill() {

@@ -300,6 +300,12 @@ func (rt *runtime) close() {
 
 // run serves until a signal or a restart request, then stops gracefully.
 func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
+	// Signals are caught before the listener opens, so anyone who saw an
+	// answer (even /readyz not ready) may signal: the signal waits for the
+	// loop below instead of killing the process with the default action.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+	defer signal.Stop(sigs)
 	ln, err := net.Listen("tcp", rt.cfg.API.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", rt.cfg.API.Addr, err)
@@ -359,9 +365,6 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 	rt.log.Info("hermes serving", "addr", ln.Addr().String(), "home", rt.home.dir, "pid", os.Getpid(), "ready", err == nil,
 		"store", storeSpec{url: rt.cfg.Store.URL}.String(), "node", rt.handler.Node())
 
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
-	defer signal.Stop(sigs)
 	restarting := false
 wait:
 	for {

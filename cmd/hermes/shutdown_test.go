@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http"
 	"net/url"
 	"strings"
 	"syscall"
@@ -72,5 +73,44 @@ func TestShutdownWithinBound(t *testing.T) {
 	s2.must("GET", "/v1/sessions/"+url.PathEscape(key), nil, &e)
 	if !e.ResumePending || e.ResumeReason == nil || *e.ResumeReason != "shutdown_timeout" || e.SessionID != sid || e.OpenTurnID != nil {
 		t.Fatalf("lane after a bounded stop = %+v, want resume_pending shutdown_timeout on %s", e, sid)
+	}
+}
+
+// TestSignalAtTheFirstAnswerStopsGracefully: given hermes serve starting
+// after a crash (so it has recovery to do before it is ready), when SIGTERM
+// or SIGUSR1 is sent as soon as its listener answers anything (/readyz may
+// still say not ready), then it stops gracefully (exit 0, or the restart
+// code) once ready, instead of dying by the signal's default action: the
+// signals are caught before the listener opens, so before anyone can see
+// the process, ready or not.
+func TestSignalAtTheFirstAnswerStopsGracefully(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the binary")
+	}
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		want int
+	}{{syscall.SIGTERM, 0}, {syscall.SIGUSR1, exitRestart}} {
+		home := t.TempDir()
+		s := startServer(t, home, nil)
+		s.stop(syscall.SIGKILL)
+
+		s = launchServer(t, home, nil)
+		for answered := false; !answered; {
+			select {
+			case <-s.done:
+				t.Fatalf("hermes serve exited (%d) before it answered:\n%s", s.exit, s.stderr.String())
+			default:
+			}
+			if resp, err := http.Get("http://" + s.addr + "/readyz"); err == nil {
+				resp.Body.Close()
+				answered = true
+			} else {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		if code := s.stop(tc.sig); code != tc.want {
+			t.Errorf("%v at the first answer: exit code %d, want %d\n%s", tc.sig, code, tc.want, s.stderr.String())
+		}
 	}
 }

@@ -153,8 +153,44 @@ func (p *Projection) Purge(ctx context.Context) error {
 	if err := p.Flush(ctx); err != nil {
 		return fmt.Errorf("purge sessions read model: %w", err)
 	}
+	if err := p.vacuumIfErased(ctx); err != nil {
+		return fmt.Errorf("purge sessions read model: %w", err)
+	}
 	if err := storage.CheckpointTruncate(ctx, p.db); err != nil {
 		return fmt.Errorf("purge sessions read model: %w", err)
+	}
+	return nil
+}
+
+// vacuumPendingKey is the meta row set, in the transaction of the batch,
+// when a batch erased a lane's content (events.LaneErased), and removed by
+// the VACUUM of the next purge: it survives a crash in between.
+const vacuumPendingKey = "vacuum_pending"
+
+// vacuumIfErased rebuilds lanes.db with VACUUM when a lane was erased since
+// the last one. secure_delete zeroes the cells SQLite deletes, but not the
+// old copies a b-tree rebalance leaves in the unused middle of a page when
+// it moves cells to another page: lane rows move often (each write is an
+// INSERT OR REPLACE), so a copy of an origin erased later can stay in a
+// page's gap (TestPurge_LeavesNoCopyOfAnErasedOrigin). VACUUM writes every
+// page afresh from the live rows; the checkpoint that follows puts them in
+// the file.
+func (p *Projection) vacuumIfErased(ctx context.Context) error {
+	p.mu.Lock() // no batch between the VACUUM and the removal of the mark
+	defer p.mu.Unlock()
+	var v string
+	err := p.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, vacuumPendingKey).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", vacuumPendingKey, err)
+	}
+	if _, err := p.db.ExecContext(ctx, `VACUUM`); err != nil {
+		return fmt.Errorf("vacuum: %w", err)
+	}
+	if _, err := p.db.ExecContext(ctx, `DELETE FROM meta WHERE key = ?`, vacuumPendingKey); err != nil {
+		return fmt.Errorf("clear %s: %w", vacuumPendingKey, err)
 	}
 	return nil
 }
@@ -217,6 +253,8 @@ type batchState struct {
 	stopCountedDirty map[string]bool
 	// clamps are the values the batch's lane events had clamped.
 	clamps []projections.Clamp
+	// erased: the batch erased a lane's content (vacuumPendingKey).
+	erased bool
 }
 
 // Apply implements projections.Projection.
@@ -335,6 +373,9 @@ func (p *Projection) applyLane(ctx context.Context, tx queryer, st *batchState, 
 	}
 	if env.Version <= row.Version {
 		return nil
+	}
+	if _, ok := env.Event.(events.LaneErased); ok {
+		st.erased = true
 	}
 	_, isTouch := env.Event.(events.Touched)
 	if !st.dirty[key] {
@@ -581,7 +622,8 @@ func writeRows(ctx context.Context, tx *sql.Tx, st *batchState) error {
 			return fmt.Errorf("apply: %w", err)
 		}
 		defer touch.Close()
-		for key := range st.dirty {
+		// In key order: the same batch lays out the same pages.
+		for _, key := range slices.Sorted(maps.Keys(st.dirty)) {
 			if r := st.rows[key]; st.touchOnly[key] {
 				if _, err := touch.ExecContext(ctx, int64(r.Version), nanos(r.Lane.UpdatedAt), r.Lane.LastPromptTokens, key); err != nil {
 					return fmt.Errorf("apply: touch lane %s: %w", key, err)
@@ -595,6 +637,11 @@ func writeRows(ctx context.Context, tx *sql.Tx, st *batchState) error {
 			if _, err := stmt.ExecContext(ctx, vals...); err != nil {
 				return fmt.Errorf("apply: write lane %s: %w", key, err)
 			}
+		}
+	}
+	if st.erased {
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')`, vacuumPendingKey); err != nil {
+			return fmt.Errorf("apply: %s: %w", vacuumPendingKey, err)
 		}
 	}
 	for node := range st.stopCountedDirty {

@@ -21,13 +21,17 @@ func rankCorpus(t *testing.T) (*Projection, *corpus) {
 	t.Helper()
 	p := openTemp(t)
 	c := newCorpus(11, 20)
-	mustApply(t, p, c.events(2500))
+	// The rewinds come early, while the two sessions hold a few messages:
+	// each rewound row is deleted from and re-inserted into both FTS
+	// indexes, and a secure-delete is costly (minutes under -race when the
+	// sessions held a hundred messages each).
+	mustApply(t, p, c.events(300))
 	var rewinds []events.Envelope
 	for _, sid := range []string{"20260301_000000_00000003", "20260301_000000_00000007"} {
 		rewinds = append(rewinds, c.h.tr(sid, events.TurnsRewound{SessionID: sid, TargetMessageID: 0, TurnsUndone: 1, At: c.now})...)
 	}
 	mustApply(t, p, rewinds)
-	mustApply(t, p, c.events(1500))
+	mustApply(t, p, c.events(3700))
 	return p, c
 }
 

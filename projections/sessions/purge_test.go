@@ -1,0 +1,116 @@
+package sessions_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"hermes/commands"
+	"hermes/domain"
+	"hermes/events"
+	"hermes/projections/sessions"
+)
+
+// TestPurge_LeavesNoCopyOfAnErasedOrigin: given lanes whose origins name a
+// person, rewritten (marked resume-pending, as after a crash) in batches of
+// several lanes before the person is forgotten, when the erasure is applied
+// and lanes.db purged, then no byte of lanes.db holds the person's name.
+// secure_delete alone leaves, in some of these histories, a copy of an
+// origin in the unused middle of a page a rebalance rewrote (the control:
+// a bare WAL checkpoint finds one in at least one history, so the check can
+// fail); Purge's VACUUM leaves none. The histories are deterministic
+// (seeded batch sizes, rows written in key order): seeds 8 and 13 are two
+// of the first 20 that leave a copy. Marking every lane in one batch, as
+// the recovery after a crash does, is what moves the rows.
+func TestPurge_LeavesNoCopyOfAnErasedOrigin(t *testing.T) {
+	ctx := context.Background()
+	copiesBeforePurge := 0
+	for _, seed := range []uint64{8, 13} {
+		w := newWorld(t)
+		p := w.open(t, "lanes.db", sessions.Exports{})
+		rng := rand.New(rand.NewPCG(seed, 0))
+		name := fmt.Sprintf("Bo kmark%016x", seed)
+		var applied uint64
+		applyInBatches := func(max int) {
+			envs, err := w.store.ReadAll(ctx, applied, 100000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for len(envs) > 0 {
+				n := min(len(envs), 1+rng.IntN(max))
+				if err := p.Apply(ctx, envs[:n]); err != nil {
+					t.Fatal(err)
+				}
+				applied, envs = envs[n-1].Position, envs[n:]
+			}
+		}
+		const lanes = 25
+		for g := range lanes {
+			src := domain.SessionSource{Platform: "telegram", ChatID: fmt.Sprintf("g%d", g), ChatType: "group", UserID: "u-1", UserName: name}
+			if _, err := w.handler.ResolveSession(ctx, commands.ResolveSession{Source: src}); err != nil {
+				t.Fatal(err)
+			}
+			if rng.IntN(3) == 0 {
+				applyInBatches(6)
+			}
+		}
+		applyInBatches(6)
+		for g := range lanes {
+			key := fmt.Sprintf("agent:main:telegram:group:g%d:u-1", g)
+			if _, _, err := w.handler.MarkResumePending(ctx, commands.MarkResumePending{Key: key, Reason: events.ResumeRestartInterrupted}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		applyInBatches(1000) // recovery marks every lane at once: one batch
+		if _, err := w.handler.Forget(ctx, commands.Forget{Platform: "telegram", UserID: "u-1"}); err != nil {
+			t.Fatal(err)
+		}
+		applyInBatches(6)
+
+		path := filepath.Join(w.dir, "lanes.db")
+		checkpointTruncate(t, path)
+		if fileHolds(t, path, name) {
+			copiesBeforePurge++
+		}
+		if err := p.Purge(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{path, path + "-wal"} {
+			if fileHolds(t, f, name) {
+				t.Errorf("history %d: after Purge, %s still holds the erased name", seed, filepath.Base(f))
+			}
+		}
+	}
+	if copiesBeforePurge == 0 {
+		t.Fatal("control: no history left a copy of an erased origin after a bare checkpoint; the check cannot fail")
+	}
+}
+
+// checkpointTruncate is the purge as it was before the VACUUM, on a
+// connection of its own: the WAL copied into the file and truncated.
+func checkpointTruncate(t *testing.T, path string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var busy, frames, done int
+	if err := db.QueryRow(`PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &done); err != nil || busy != 0 {
+		t.Fatalf("wal_checkpoint(TRUNCATE) = busy %d, %v", busy, err)
+	}
+}
+
+func fileHolds(t *testing.T, path, s string) bool {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return bytes.Contains(b, []byte(s))
+}
