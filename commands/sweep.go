@@ -29,8 +29,8 @@ type sweepOutcome struct {
 // sweep applies a per-lane decision to every lane of the directory, as one
 // batch (decideBatch), and returns the keys it changed. Each lane's append
 // carries the command id CommandID/key when commandID is given, so a
-// retried sweep is idempotent per lane. It stops at the first lane that
-// fails.
+// retried sweep is idempotent per lane. A lane that fails does not stop
+// the others: the first failure is returned with the keys changed.
 func (h *Handler) sweep(ctx context.Context, command, commandID string, decide func(domain.Lane, time.Time) []events.Event) ([]string, error) {
 	if h.directory == nil {
 		return nil, fmt.Errorf("%s: no lane directory configured", command)
@@ -48,15 +48,16 @@ func (h *Handler) sweep(ctx context.Context, command, commandID string, decide f
 	}
 	outcomes, err := h.decideBatch(ctx, command, targets, func(_ int, l domain.Lane, now time.Time) []events.Event { return decide(l, now) })
 	var changed []string
+	var failed error
 	for i, o := range outcomes {
-		if o.err != nil {
-			return changed, o.err
+		if o.err != nil && failed == nil {
+			failed = o.err
 		}
 		if len(o.events) > 0 {
 			changed = append(changed, targets[i].key)
 		}
 	}
-	return changed, err
+	return changed, errors.Join(err, failed)
 }
 
 // decideBatch decides every target lane on its cached (or freshly read)
@@ -66,9 +67,12 @@ func (h *Handler) sweep(ctx context.Context, command, commandID string, decide f
 // its own expected version and command id, so each lane's history explains
 // itself and a retried batch is idempotent per lane. A lane that moved in
 // the meantime is decided again on its own, through execute. decide gets
-// the target's index. The outcomes are in the order of targets; the error
-// is for the batch as a whole (a lane that could not be read, a cancelled
-// context, a closed store), with the outcomes of the lanes answered before.
+// the target's index. The outcomes are in the order of targets; a lane that
+// could not be read fails alone (its outcome's error) and the others are
+// still decided and appended, so a caller that retries failed lanes (the
+// expiry watcher) does not redo the rest; the error is for the batch as a
+// whole (a cancelled context, a closed store), with the outcomes of the
+// lanes answered before.
 func (h *Handler) decideBatch(ctx context.Context, command string, targets []sweepTarget, decide func(int, domain.Lane, time.Time) []events.Event) ([]sweepOutcome, error) {
 	type pending struct {
 		target  int
@@ -86,14 +90,16 @@ func (h *Handler) decideBatch(ctx context.Context, command string, targets []swe
 			return nil, err
 		}
 		if t.key == "" {
-			return nil, fmt.Errorf("%s: %w: empty session key", command, domain.ErrInvalidArgument)
+			outcomes[i].err = fmt.Errorf("%s: %w: empty session key", command, domain.ErrInvalidArgument)
+			continue
 		}
 		stream := events.LaneStream(t.key)
 		st, cached := h.cache.get(stream)
 		if !cached {
 			var err error
 			if st, err = h.load(ctx, stream); err != nil {
-				return nil, fmt.Errorf("%s %s: %w", command, t.key, err)
+				outcomes[i].err = fmt.Errorf("%s %s: %w", command, t.key, err)
+				continue
 			}
 		}
 		decided := decide(i, st.lane, h.now())
@@ -102,7 +108,8 @@ func (h *Handler) decideBatch(ctx context.Context, command string, targets []swe
 			// (another process may have appended), as execute does.
 			fresh, err := h.refresh(ctx, stream, st)
 			if err != nil {
-				return nil, fmt.Errorf("%s %s: %w", command, t.key, err)
+				outcomes[i].err = fmt.Errorf("%s %s: %w", command, t.key, err)
+				continue
 			}
 			if fresh.version != st.version {
 				st, decided = fresh, decide(i, fresh.lane, h.now())

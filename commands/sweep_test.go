@@ -3,6 +3,8 @@ package commands_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,6 +132,61 @@ func TestExpiryWatcher_FinalizesInOneBatch(t *testing.T) {
 	for _, k := range rep.Finalized {
 		if got := w.finalizations(t, k); len(got) != 1 {
 			t.Fatalf("finalizations of %s = %+v, want one", k, got)
+		}
+	}
+}
+
+// unreadableLane fails every read of one stream.
+type unreadableLane struct {
+	commands.EventLog
+	stream string
+}
+
+func (u unreadableLane) ReadStream(ctx context.Context, stream string, from uint64, count int, dir events.Direction) ([]events.Envelope, error) {
+	if stream == u.stream {
+		return nil, fmt.Errorf("read %s: disk says no", stream)
+	}
+	return u.EventLog.ReadStream(ctx, stream, from, count, dir)
+}
+
+func (u unreadableLane) AppendBatch(ctx context.Context, a []events.StreamAppend) ([]events.BatchResult, error) {
+	return u.EventLog.(events.BatchAppender).AppendBatch(ctx, a)
+}
+
+// TestSweep_OneUnreadableLaneFailsAlone: given a lane whose history cannot
+// be read, when the restart sweep runs on a handler that has not cached any
+// lane, then every other lane is still marked (in the same batch) and the
+// sweep says which lane failed: one bad lane does not cost the others (the
+// expiry watcher would otherwise run every lane's hook again next pass).
+func TestSweep_OneUnreadableLaneFailsAlone(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, idleConfig())
+	setup := commands.NewHandler(f.store, idleConfig(), commands.WithClock(f.clock.Now))
+	const lanes = 6
+	for i := range lanes {
+		src := domain.SessionSource{Platform: "telegram", ChatID: fmt.Sprint(i), ChatType: "dm"}
+		if _, err := setup.ResolveSession(ctx, commands.ResolveSession{Source: src}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := "agent:main:telegram:dm:3"
+	log := unreadableLane{EventLog: f.store, stream: events.LaneStream(bad)}
+	h := commands.NewHandler(log, idleConfig(), commands.WithClock(f.clock.Now),
+		commands.WithDirectory(testfixtures.StoreDirectory{Store: f.store}))
+	f.clock.Advance(time.Minute)
+
+	marked, err := h.SuspendRecentlyActive(ctx, commands.SuspendRecentlyActive{MaxAge: time.Hour, CommandID: "boot-2"})
+
+	if err == nil || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("sweep error = %v, want one naming %s", err, bad)
+	}
+	if len(marked) != lanes-1 || slices.Contains(marked, bad) {
+		t.Fatalf("marked %v, want the %d readable lanes", marked, lanes-1)
+	}
+	for _, k := range marked {
+		envs := f.history(t, k)
+		if _, ok := envs[len(envs)-1].Event.(events.ResumeMarked); !ok {
+			t.Fatalf("lane %s ends with %s, want its resume mark", k, envs[len(envs)-1].Type)
 		}
 	}
 }
