@@ -148,7 +148,7 @@ func (j *liveRebuild) run(ctx context.Context) error {
 	j.rt.log.Info("rebuild: history copied; catching up", "position", st.Done, "took", time.Since(began).Round(time.Millisecond))
 	j.tracker.Enter(projections.RebuildCatchingUp)
 	began = time.Now()
-	lanes, state, err := j.catchUp(ctx, dir)
+	lanes, state, err := j.catchUp(ctx)
 	if err != nil {
 		return err
 	}
@@ -199,6 +199,11 @@ func (j *liveRebuild) build(ctx context.Context, scratch string) (string, error)
 				err = errors.Join(err, fmt.Errorf("rebuild: delete the files an erasure interrupted: %w", rmErr))
 				erased = false
 			}
+		} else if err == nil {
+			// The new files are registered for purge in the same critical
+			// section that ends phase 1: an erasure never finds them
+			// neither being copied nor registered (purge).
+			err = j.openScratch(dir)
 		}
 		j.mu.Unlock()
 		close(done)
@@ -214,17 +219,25 @@ func (j *liveRebuild) build(ctx context.Context, scratch string) (string, error)
 	}
 }
 
-// catchUp is phase 2: it opens the new read models in dir and applies what
-// was appended since phase 1, a few rounds, while the old ones serve.
-func (j *liveRebuild) catchUp(ctx context.Context, dir string) (*sessions.Projection, *transcripts.Projection, error) {
+// openScratch opens the read models phase 1 built in dir and registers
+// them for purge; j.mu is held.
+func (j *liveRebuild) openScratch(dir string) error {
 	ps, err := openReadModels(filepath.Join(dir, "lanes.db"), filepath.Join(dir, "state.db"), sessions.Exports{}, nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("rebuild: %w", err)
+		return fmt.Errorf("rebuild: open the new read models: %w", err)
 	}
-	lanes, state := ps[0].(*sessions.Projection), ps[1].(*transcripts.Projection)
-	j.mu.Lock()
 	j.scratch = ps
+	return nil
+}
+
+// catchUp is phase 2: it applies to the new read models (opened by build)
+// what was appended since phase 1, a few rounds, while the old ones serve.
+func (j *liveRebuild) catchUp(ctx context.Context) (*sessions.Projection, *transcripts.Projection, error) {
+	j.mu.Lock()
+	ps := j.scratch
 	j.mu.Unlock()
+	lanes, state := ps[0].(*sessions.Projection), ps[1].(*transcripts.Projection)
+	var err error
 	for range maxCatchUpRounds {
 		j.mu.Lock()
 		runner := projections.NewRunner(j.rt.raw, ps...)
