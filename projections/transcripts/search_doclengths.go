@@ -44,6 +44,13 @@ type docLengthTable struct {
 // searched by SQLite's statement).
 const maxDocLengthID = 1 << 27
 
+// docLengthIDLimit is the highest id a copy of a table of rows rows
+// covers: maxDocLengthID, and at most four ids a row (plus a margin), so
+// a sparse id space (pruned or imported ranges) cannot make the copy, 4
+// bytes an id, much bigger than the rows it describes; a sparser file is
+// searched by SQLite's statement.
+func docLengthIDLimit(rows int64) int64 { return min(maxDocLengthID, 4*rows+1<<16) }
+
 func (t *docLengthTable) of(id int64) (uint32, bool) {
 	if id < 0 || id >= int64(len(t.lens)) {
 		return 0, false
@@ -73,7 +80,7 @@ func (l *docLengths) of(ctx context.Context, tx *sql.Tx, table string, writeCoun
 	if snapshotMax < cur.maxID {
 		return nil, errUnsupportedIndex // an older snapshot than the copy
 	}
-	if snapshotMax > maxDocLengthID {
+	if snapshotMax > docLengthIDLimit(rows) {
 		return nil, errUnsupportedIndex
 	}
 	next := &docLengthTable{writeCounter: writeCounter, rows: rows, tokens: tokens, lens: cur.lens, maxID: cur.maxID}
@@ -146,7 +153,7 @@ func (t *docLengthTable) load(ctx context.Context, tx *sql.Tx, table string, aft
 		if err := rows.Scan(&id, &sz); err != nil {
 			return 0, 0, fmt.Errorf("document lengths of %s: %w", table, err)
 		}
-		if id <= 0 || id > maxDocLengthID {
+		if id <= 0 || id > docLengthIDLimit(t.rows) {
 			return 0, 0, errUnsupportedIndex
 		}
 		var n uint64

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"math"
+	"slices"
 	"testing"
 
 	gocmp "github.com/google/go-cmp/cmp"
@@ -269,5 +270,39 @@ func TestWarmSearch(t *testing.T) {
 		if fastSearches.Load() == before {
 			t.Errorf("Search(%q) after WarmSearch was not ranked by the fast path", q)
 		}
+	}
+}
+
+// TestFastPathDeclinesASparseIDSpace: given a state.db whose highest
+// message id is far above its number of rows (an imported id), when it is
+// searched, then the row lengths are not copied (the copy is 4 bytes an
+// id: it would be hundreds of MB for a few thousand rows) and SQLite's
+// statement ranks it, with bm25()'s answer.
+func TestFastPathDeclinesASparseIDSpace(t *testing.T) {
+	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
+	loadLengthsInline = true
+	p := openTemp(t)
+	c := newCorpus(41, 8)
+	c.events(1200)
+	sid := "20260301_000000_sparse"
+	far := int64(maxDocLengthID) - 1
+	c.h.tr(sid, events.MessagesImported{SessionID: sid, At: c.now, Messages: []events.ImportedMessage{
+		{ID: far, Role: "user", Content: ptr(c.words[1] + " imported far away"), Timestamp: 1},
+	}})
+	mustApply(t, p, c.h.all)
+	word := c.words[1]
+
+	before := fastSearches.Load()
+	got := search(t, p, SearchQuery{Query: word})
+
+	if fastSearches.Load() != before {
+		t.Fatalf("a table of ~1,000 rows with id %d was ranked by the fast path", far)
+	}
+	want, _ := bm25Reference(t, p, "messages_fts", word, nil, defaultSearchLimit, 0)
+	if diff := gocmp.Diff(want, inOrder(got)); diff != "" {
+		t.Errorf("Search(%q) ids (-bm25 reference +got):\n%s", word, diff)
+	}
+	if !slices.Contains(inOrder(got), far) && len(want) < defaultSearchLimit {
+		t.Errorf("the far message %d is not among %v", far, inOrder(got))
 	}
 }
