@@ -67,6 +67,11 @@ func (p *Projection) exporter() {
 func (p *Projection) export(ctx context.Context) error {
 	p.exportMu.Lock()
 	defer p.exportMu.Unlock()
+	return p.exportLocked(ctx)
+}
+
+// exportLocked is export with exportMu held.
+func (p *Projection) exportLocked(ctx context.Context) error {
 	if p.dirtyJSON.Swap(false) && p.exports.SessionsJSON != "" {
 		if err := p.writeSessionsJSON(ctx); err != nil {
 			p.dirtyJSON.Store(true)
@@ -120,6 +125,11 @@ func (p *Projection) writeSessionsJSON(ctx context.Context) error {
 			}
 		}
 		if err := rows.Err(); err != nil {
+			return fmt.Errorf("export sessions.json: %w", err)
+		}
+		// The read ends here, not after the file's fsync: a purge's
+		// checkpoint must not wait for a snapshot held over a disk flush.
+		if err := rows.Close(); err != nil {
 			return fmt.Errorf("export sessions.json: %w", err)
 		}
 		_, err := w.WriteString("\n}\n")

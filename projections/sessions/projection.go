@@ -150,7 +150,13 @@ func (p *Projection) Close() error {
 // file and truncated, so no older page image survives. Rows rewritten by an
 // erasure are already zeroed in their pages (secure_delete).
 func (p *Projection) Purge(ctx context.Context) error {
-	if err := p.Flush(ctx); err != nil {
+	// No export may hold a read of lanes.db across the VACUUM and the
+	// checkpoint: it would make the checkpoint retry until it gives up.
+	p.exportMu.Lock()
+	defer p.exportMu.Unlock()
+	p.dirtyJSON.Store(true)
+	p.dirtyCounts.Store(true)
+	if err := p.exportLocked(ctx); err != nil {
 		return fmt.Errorf("purge sessions read model: %w", err)
 	}
 	if err := p.vacuumIfErased(ctx); err != nil {
