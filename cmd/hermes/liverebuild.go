@@ -43,8 +43,12 @@ import (
 const rebuildProgressLog = 5 * time.Second
 
 // maxCatchUpRounds bounds the catch-ups of phase 2 under a steady write
-// load: the swap applies whatever is left.
+// load: the swap applies whatever is left, up to maxSwapLag.
 const maxCatchUpRounds = 8
+
+// maxSwapLag bounds what the swap may apply with requests held: a
+// rebuild further behind after its catch-up rounds fails instead.
+const maxSwapLag = 16 * projections.MaxBatch
 
 // rebuildBuildHook, when not nil, is called with each progress report of
 // phase 1 and the context of the attempt; a test holds the copy there to
@@ -238,11 +242,11 @@ func (j *liveRebuild) catchUp(ctx context.Context) (*sessions.Projection, *trans
 	j.mu.Unlock()
 	lanes, state := ps[0].(*sessions.Projection), ps[1].(*transcripts.Projection)
 	var err error
+	var lag uint64
 	for range maxCatchUpRounds {
 		j.mu.Lock()
 		runner := projections.NewRunner(j.rt.raw, ps...)
 		err = runner.CatchUp(ctx, j.tracker.Progress)
-		var lag uint64
 		if err == nil {
 			lag, err = runner.Lag(ctx)
 		}
@@ -254,6 +258,12 @@ func (j *liveRebuild) catchUp(ctx context.Context) (*sessions.Projection, *trans
 		if lag <= projections.MaxBatch {
 			break
 		}
+	}
+	if lag > maxSwapLag {
+		// The swap applies the rest with every request held: it must not
+		// start that far behind. The old read models keep serving.
+		j.dropScratch()
+		return nil, nil, fmt.Errorf("rebuild: writes outpace the catch-up (%d events behind after %d rounds); the current read models keep serving, try again when writes are calmer", lag, maxCatchUpRounds)
 	}
 	return lanes, state, nil
 }
