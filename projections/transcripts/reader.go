@@ -65,7 +65,7 @@ func openReader(path string) (*Reader, error) {
 
 // Close releases the read pool.
 func (r *Reader) Close() error {
-	r.docLengths.loads.Wait() // a background read of the search lengths
+	r.docLengths.close() // a background read of the search lengths
 	return errors.Join(r.stmts.Close(), r.snippets.close(), r.db.Close())
 }
 

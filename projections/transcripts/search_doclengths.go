@@ -22,6 +22,23 @@ type docLengths struct {
 	byTable map[string]*docLengthTable
 	loading map[string]bool
 	loads   sync.WaitGroup
+	// stop cancels the background reads (close); closed refuses new ones.
+	stop   context.CancelFunc
+	ctx    context.Context
+	closed bool
+}
+
+// close cancels the background reads and waits for them: a Close (a
+// live swap holds every request meanwhile) does not wait for a full read
+// of a big table.
+func (l *docLengths) close() {
+	l.mu.Lock()
+	l.closed = true
+	if l.stop != nil {
+		l.stop()
+	}
+	l.mu.Unlock()
+	l.loads.Wait()
 }
 
 // loadLengthsInline makes the full reads happen in the search that needs
@@ -116,19 +133,23 @@ func (l *docLengths) load(ctx context.Context, tx *sql.Tx, table string, writeCo
 	return nil
 }
 
-// startLoad marks table as being read; false if it already is.
-func (l *docLengths) startLoad(table string) bool {
+// startLoad marks table as being read and returns the context of the
+// read; false if it already is, or the reader is closed.
+func (l *docLengths) startLoad(table string) (context.Context, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.loading[table] {
-		return false
+	if l.loading[table] || l.closed {
+		return nil, false
+	}
+	if l.ctx == nil {
+		l.ctx, l.stop = context.WithCancel(context.Background())
 	}
 	if l.loading == nil {
 		l.loading = map[string]bool{}
 	}
 	l.loading[table] = true
 	l.loads.Add(1)
-	return true
+	return l.ctx, true
 }
 
 func (l *docLengths) endLoad(table string) {

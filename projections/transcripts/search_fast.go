@@ -453,14 +453,14 @@ func (r *Reader) WarmSearch() {
 }
 
 // loadLengthsLater reads the lengths of table's rows in the background,
-// in a snapshot of its own (Close waits for it).
+// in a snapshot of its own (Close cancels it and waits for it).
 func (r *Reader) loadLengthsLater(table string) {
-	if !r.docLengths.startLoad(table) {
+	ctx, ok := r.docLengths.startLoad(table)
+	if !ok {
 		return
 	}
 	go func() {
 		defer r.docLengths.endLoad(table)
-		ctx := context.Background()
 		// An error leaves the copy as it was; the next search tries again.
 		_ = r.readTx(ctx, func(tx *sql.Tx) error {
 			x := &ftsIndex{ctx: ctx, tx: tx, table: table}
