@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"hermes/projections"
@@ -91,6 +92,11 @@ type Projection struct {
 	// builders index the messages of a bulk load as they are committed
 	// (see ftsBuilder); none on a load that Open finishes.
 	builders []*ftsBuilder
+	// unscrubbed is set by a batch holding an erasure and cleared by the
+	// Purge that scrubs the file's free space (vacuum.go). Open sets it:
+	// the first purge of a process scrubs, so an erasure applied before a
+	// crash is scrubbed by the purge of the next start.
+	unscrubbed atomic.Bool
 }
 
 // SetMaxPageCount bounds the file's growth to n pages from the next batch
@@ -117,6 +123,7 @@ func open(path, name string) (*Projection, error) {
 		return nil, fmt.Errorf("open transcripts %s: %w", abs, err)
 	}
 	p := &Projection{path: abs, name: name}
+	p.unscrubbed.Store(true)
 	if err := p.openWriter(); err != nil {
 		return nil, fmt.Errorf("open transcripts %s: %w", abs, err)
 	}

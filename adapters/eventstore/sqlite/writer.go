@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"hermes/events"
@@ -81,6 +82,10 @@ type writer struct {
 	dataVersion int64
 	// pending holds the versions written by the open transaction.
 	pending map[string]uint64
+	// unscrubbed is set when a batch erased events (erase.go) and at
+	// open, so the first purge of a process scrubs an erasure committed
+	// before a crash; Purge clears it when it scrubs the file's free space.
+	unscrubbed atomic.Bool
 
 	stmtBegin          *sql.Stmt
 	stmtCommit         *sql.Stmt
