@@ -38,7 +38,7 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 		return nil
 	}
 	if holdsErasure(batch) {
-		p.unscrubbed.Store(true)
+		p.erasedSinceScrub.Store(true)
 	}
 	// In a bulk load, one transaction spans many batches (see bulkTx).
 	if !p.bulkTx {

@@ -92,11 +92,12 @@ type Projection struct {
 	// builders index the messages of a bulk load as they are committed
 	// (see ftsBuilder); none on a load that Open finishes.
 	builders []*ftsBuilder
-	// unscrubbed is set by a batch holding an erasure and cleared by the
-	// Purge that scrubs the file's free space (vacuum.go). Open sets it:
-	// the first purge of a process scrubs, so an erasure applied before a
-	// crash is scrubbed by the purge of the next start.
-	unscrubbed atomic.Bool
+	// erasedSinceScrub is set by a batch holding an erasure and cleared
+	// by the Purge that scrubs the file's free space (vacuum.go).
+	// notScrubbedSinceOpen is set by Open: an erasure applied before a
+	// crash may not have been scrubbed, so the first purge of a process
+	// scrubs, unless MarkPurged says the last process's clean stop did.
+	erasedSinceScrub, notScrubbedSinceOpen atomic.Bool
 }
 
 // SetMaxPageCount bounds the file's growth to n pages from the next batch
@@ -123,7 +124,7 @@ func open(path, name string) (*Projection, error) {
 		return nil, fmt.Errorf("open transcripts %s: %w", abs, err)
 	}
 	p := &Projection{path: abs, name: name}
-	p.unscrubbed.Store(true)
+	p.notScrubbedSinceOpen.Store(true)
 	if err := p.openWriter(); err != nil {
 		return nil, fmt.Errorf("open transcripts %s: %w", abs, err)
 	}

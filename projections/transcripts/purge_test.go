@@ -13,9 +13,9 @@ import (
 	"hermes/events"
 )
 
-// TestPurge_LeavesNoCopyInFreeSpace: given sessions whose messages, titles
-// and system prompts carry a marker of their own, applied in seeded
-// batches, when every session is erased (deleted, or cleared) in a seeded
+// TestPurge_LeavesNoCopyInFreeSpace: given a purged (started) state.db and
+// sessions whose messages, titles and system prompts carry a marker of
+// their own, applied in seeded batches, when every session is erased (deleted, or cleared) in a seeded
 // order and state.db purged, then no byte of state.db or its WAL holds a
 // marker. secure_delete and FTS5's secure-delete zero what they delete, but
 // a rebalance of messages_fts_data (FTS5 rewrites index blocks as it
@@ -45,6 +45,11 @@ func TestPurge_LeavesNoCopyInFreeSpace(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = p.Close() })
+			// The purge of a start, before the history: the erasures' own
+			// flag must make the last purge scrub.
+			if err := p.Purge(t.Context()); err != nil {
+				t.Fatal(err)
+			}
 			rng := rand.New(rand.NewPCG(seed, 2))
 			h := newHistory()
 			const sessions = 20

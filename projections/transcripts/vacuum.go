@@ -44,22 +44,33 @@ func (p *Projection) Purge(ctx context.Context) error {
 		return fmt.Errorf("purge transcripts: %w", ErrClosed)
 	}
 	var dirty []int64
-	scrub := p.unscrubbed.Swap(false)
-	if scrub {
+	erased, unknown := p.erasedSinceScrub.Swap(false), p.notScrubbedSinceOpen.Load()
+	if erased || unknown {
 		var err error
 		if _, dirty, err = storage.FindDirtyPages(ctx, p.Reader.db); err != nil {
-			p.unscrubbed.Store(true)
+			if erased {
+				p.erasedSinceScrub.Store(true)
+			}
 			return fmt.Errorf("purge transcripts %s: %w", p.path, err)
 		}
 	}
 	if err := p.zeroAndCheckpoint(ctx, dirty); err != nil {
-		if scrub {
-			p.unscrubbed.Store(true)
+		if erased {
+			p.erasedSinceScrub.Store(true)
 		}
 		return fmt.Errorf("purge transcripts %s: %w", p.path, err)
 	}
+	if unknown {
+		p.notScrubbedSinceOpen.Store(false)
+	}
 	return nil
 }
+
+// MarkPurged tells the projection that the clean stop of the last process
+// that wrote the file purged it (cmd's purged_at_stop): the first purge of
+// this process scrubs the free space only if an erasure was applied in
+// between.
+func (p *Projection) MarkPurged() { p.notScrubbedSinceOpen.Store(false) }
 
 func (p *Projection) zeroAndCheckpoint(ctx context.Context, dirty []int64) error {
 	p.mu.Lock()

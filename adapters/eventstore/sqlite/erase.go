@@ -28,7 +28,7 @@ func (w *writer) erase(reqs []*request) error {
 			}
 			// The rows it rewrites may have older copies in the free
 			// space of pages (Purge).
-			w.unscrubbed.Store(true)
+			w.erasedSinceScrub.Store(true)
 			if err := w.eraseBefore(r.stream, r.res.Versions[i], row); err != nil {
 				return fmt.Errorf("erase %s before version %d: %w", r.stream, r.res.Versions[i], err)
 			}
@@ -128,11 +128,13 @@ func (s *Store) Purge(ctx context.Context) error {
 		return fmt.Errorf("purge event store: %w", ErrReadOnly)
 	}
 	var dirty []int64
-	scrub := s.w.unscrubbed.Swap(false)
-	if scrub {
+	erased, unknown := s.w.erasedSinceScrub.Swap(false), s.w.notScrubbedSinceOpen.Load()
+	if erased || unknown {
 		var err error
 		if _, dirty, err = storage.FindDirtyPages(ctx, s.readers); err != nil {
-			s.w.unscrubbed.Store(true)
+			if erased {
+				s.w.erasedSinceScrub.Store(true)
+			}
 			return fmt.Errorf("purge event store %s: %w", s.path, err)
 		}
 	}
@@ -155,8 +157,21 @@ func (s *Store) Purge(ctx context.Context) error {
 		}
 		return nil
 	}()
-	if err != nil && scrub {
-		s.w.unscrubbed.Store(true)
+	switch {
+	case err != nil && erased:
+		s.w.erasedSinceScrub.Store(true)
+	case err == nil && unknown:
+		s.w.notScrubbedSinceOpen.Store(false)
 	}
 	return err
+}
+
+// MarkPurged tells the store that the clean stop of the last process that
+// wrote the file purged it (cmd's purged_at_stop) and nothing was written
+// since: the first purge of this process scrubs the free space only if an
+// erasure was committed in between.
+func (s *Store) MarkPurged() {
+	if s.w != nil {
+		s.w.notScrubbedSinceOpen.Store(false)
+	}
 }
