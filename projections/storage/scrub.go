@@ -62,6 +62,9 @@ func ZeroFreeSpace(ctx context.Context, c Conn, pages []int64) (rewritten int, e
 			err = errors.Join(err, rerr)
 		}
 	}()
+	if err := checkScrubbable(ctx, c); err != nil {
+		return 0, fmt.Errorf("zero free space: %w", err)
+	}
 	for _, pgno := range pages {
 		var page []byte
 		if err := c.QueryRowContext(ctx, "SELECT data FROM sqlite_dbpage WHERE pgno = ?", pgno).Scan(&page); err != nil {
@@ -92,6 +95,9 @@ type Queryer interface {
 // numbers of those whose free space holds a non-zero byte. It writes
 // nothing: it may run on a reader connection while the writer appends.
 func FindDirtyPages(ctx context.Context, c Queryer) (pages int, dirty []int64, err error) {
+	if err := checkScrubbable(ctx, c); err != nil {
+		return 0, nil, err
+	}
 	rows, err := c.QueryContext(ctx, "SELECT pgno, data FROM sqlite_dbpage")
 	if err != nil {
 		return 0, nil, fmt.Errorf("read pages: %w", err)
@@ -189,4 +195,46 @@ func eachFreeRange(page []byte, pgno int64, f func(from, to int)) {
 		f(next+4, next+size)
 		prev, next = next, int(binary.BigEndian.Uint16(page[next:]))
 	}
+}
+
+// maxScrubPages bounds the files the scrub handles. A page is told to be a
+// b-tree page by its first byte (2, 5, 10 or 13); an overflow or freelist
+// trunk page starts with a page number instead, whose first byte is 0 as
+// long as the file has fewer than 2^25 pages (128 GiB of 4 KiB pages).
+const maxScrubPages = 1 << 25
+
+// checkScrubbable refuses a file whose pages the first byte cannot tell
+// apart: one too big (maxScrubPages), or one with auto_vacuum, whose
+// pointer-map pages start with an entry type (1 to 5).
+func checkScrubbable(ctx context.Context, c Queryer) error {
+	pages, err := pragmaInt(ctx, c, "page_count")
+	if err != nil {
+		return err
+	}
+	if pages >= maxScrubPages {
+		return fmt.Errorf("page count %d: a file of %d pages or more cannot be scrubbed safely", pages, maxScrubPages)
+	}
+	autoVacuum, err := pragmaInt(ctx, c, "auto_vacuum")
+	if err != nil {
+		return err
+	}
+	if autoVacuum != 0 {
+		return fmt.Errorf("auto_vacuum %d: a file with pointer-map pages cannot be scrubbed safely", autoVacuum)
+	}
+	return nil
+}
+
+func pragmaInt(ctx context.Context, c Queryer, name string) (int64, error) {
+	rows, err := c.QueryContext(ctx, "PRAGMA "+name)
+	if err != nil {
+		return 0, fmt.Errorf("pragma %s: %w", name, err)
+	}
+	var n int64
+	if rows.Next() {
+		err = rows.Scan(&n)
+	}
+	if err := errors.Join(err, rows.Err(), rows.Close()); err != nil {
+		return 0, fmt.Errorf("pragma %s: %w", name, err)
+	}
+	return n, nil
 }

@@ -72,3 +72,23 @@ func TestScrubFreeSpace_KeepsEveryRow(t *testing.T) {
 		t.Errorf("second ScrubFreeSpace() = %+v, %v; want nothing rewritten", again, err)
 	}
 }
+
+// TestScrubFreeSpace_RefusesAutoVacuumFiles: given a file with auto_vacuum
+// (its pointer-map pages start with a byte a b-tree page could start
+// with), when it is scrubbed, then the scrub fails and writes nothing.
+func TestScrubFreeSpace_RefusesAutoVacuumFiles(t *testing.T) {
+	ctx := t.Context()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "av.db")+"?_pragma=auto_vacuum(1)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, `CREATE TABLE t (v TEXT); INSERT INTO t VALUES ('a')`); err != nil {
+		t.Fatal(err)
+	}
+	res, err := storage.ScrubFreeSpace(ctx, db)
+	if err == nil || !strings.Contains(err.Error(), "auto_vacuum") || res.Rewritten != 0 {
+		t.Errorf("ScrubFreeSpace() = %+v, %v; want an auto_vacuum refusal", res, err)
+	}
+}
