@@ -93,6 +93,12 @@ func (rt *runtime) recoverErasures(ctx context.Context, purgedAtStop bool) error
 		return rt.purge(ctx)
 	}
 	if purgedAtStop {
+		// The stop scrubbed the free space of the files too: the first
+		// purge of this run need not read every page again.
+		if m, ok := rt.raw.(interface{ MarkPurged() }); ok {
+			m.MarkPurged()
+		}
+		rt.state.MarkPurged()
 		return nil
 	}
 	// No erasure since the last purge: a read model moved aside at this

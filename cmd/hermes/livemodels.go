@@ -67,6 +67,11 @@ func (s liveState) Purge(ctx context.Context) error {
 	return s.feed.Use(func(p *transcripts.Projection) error { return p.Purge(ctx) })
 }
 
+// MarkPurged: the last clean stop purged state.db (transcripts.Projection).
+func (s liveState) MarkPurged() {
+	_ = s.feed.Use(func(p *transcripts.Projection) error { p.MarkPurged(); return nil })
+}
+
 func (s liveState) Vacuum(ctx context.Context) error {
 	return s.feed.Use(func(p *transcripts.Projection) error { return p.Vacuum(ctx) })
 }

@@ -37,6 +37,9 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 	if len(batch) == 0 {
 		return nil
 	}
+	if holdsErasure(batch) {
+		p.erasedSinceScrub.Store(true)
+	}
 	// In a bulk load, one transaction spans many batches (see bulkTx).
 	if !p.bulkTx {
 		if _, err := p.stmts.begin.ExecContext(ctx); err != nil {
@@ -234,4 +237,16 @@ const maxHeldVersions = 200_000
 func (a *applier) exec(stmt *sql.Stmt, args ...any) error {
 	_, err := stmt.ExecContext(a.ctx, args...)
 	return err
+}
+
+// holdsErasure reports whether a batch holds an event that erases earlier
+// ones (events.Erasure): the rows it deletes may have older copies in the
+// free space of pages, which the next Purge scrubs.
+func holdsErasure(batch []events.Envelope) bool {
+	for _, env := range batch {
+		if _, ok := env.Event.(events.Erasure); ok {
+			return true
+		}
+	}
+	return false
 }

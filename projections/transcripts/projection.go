@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"hermes/projections"
@@ -91,6 +92,12 @@ type Projection struct {
 	// builders index the messages of a bulk load as they are committed
 	// (see ftsBuilder); none on a load that Open finishes.
 	builders []*ftsBuilder
+	// erasedSinceScrub is set by a batch holding an erasure and cleared
+	// by the Purge that scrubs the file's free space (vacuum.go).
+	// notScrubbedSinceOpen is set by Open: an erasure applied before a
+	// crash may not have been scrubbed, so the first purge of a process
+	// scrubs, unless MarkPurged says the last process's clean stop did.
+	erasedSinceScrub, notScrubbedSinceOpen atomic.Bool
 }
 
 // SetMaxPageCount bounds the file's growth to n pages from the next batch
@@ -117,6 +124,7 @@ func open(path, name string) (*Projection, error) {
 		return nil, fmt.Errorf("open transcripts %s: %w", abs, err)
 	}
 	p := &Projection{path: abs, name: name}
+	p.notScrubbedSinceOpen.Store(true)
 	if err := p.openWriter(); err != nil {
 		return nil, fmt.Errorf("open transcripts %s: %w", abs, err)
 	}

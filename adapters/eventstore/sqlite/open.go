@@ -39,6 +39,7 @@ func openWriter(path string, cfg config, onCommit func(), stop <-chan struct{}) 
 		inserts:     make(map[int]*sql.Stmt),
 		migrations:  cfg.migrations,
 	}
+	w.notScrubbedSinceOpen.Store(true)
 	if err := w.init(ctx); err != nil {
 		return nil, errors.Join(err, w.close())
 	}

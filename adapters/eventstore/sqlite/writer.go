@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"hermes/events"
@@ -81,6 +82,13 @@ type writer struct {
 	dataVersion int64
 	// pending holds the versions written by the open transaction.
 	pending map[string]uint64
+	// erasedSinceScrub is set when a batch erased events (erase.go) and
+	// cleared by the Purge that scrubs the file's free space.
+	// notScrubbedSinceOpen is set at open:
+	// an erasure committed before a crash may not have been scrubbed, so
+	// the first purge of a process scrubs, unless MarkPurged says the last
+	// process's clean stop did.
+	erasedSinceScrub, notScrubbedSinceOpen atomic.Bool
 
 	stmtBegin          *sql.Stmt
 	stmtCommit         *sql.Stmt

@@ -1,0 +1,153 @@
+package transcripts
+
+import (
+	"bytes"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"hermes/events"
+)
+
+// TestPurge_LeavesNoCopyInFreeSpace: given a purged (started) state.db and
+// sessions whose messages, titles and system prompts carry a marker of
+// their own, applied in seeded batches, when every session is erased (deleted, or cleared) in a seeded
+// order and state.db purged, then no byte of state.db or its WAL holds a
+// marker. secure_delete and FTS5's secure-delete zero what they delete, but
+// a rebalance of messages_fts_data (FTS5 rewrites index blocks as it
+// merges and deletes) leaves old copies of blocks in the unused middle of
+// pages; the control, a bare WAL checkpoint (the purge before the scrub),
+// finds one in each history, so the check can fail. The clear's history
+// reopens the file before the purge, as a start after a crash between an
+// erasure and its purge does: the first purge of a process scrubs.
+func TestPurge_LeavesNoCopyInFreeSpace(t *testing.T) {
+	erase := map[string]func(sid string) []events.Event{
+		"delete": func(sid string) []events.Event {
+			return []events.Event{events.TranscriptDeleted{SessionID: sid, Reason: events.DeleteRequested, At: at(9999)},
+				events.TranscriptErased{SessionID: sid, Scope: events.EraseTranscript, Reason: events.ErasureOnRequest, At: at(9999)}}
+		},
+		"clear": func(sid string) []events.Event {
+			return []events.Event{events.TranscriptCleared{SessionID: sid, At: at(9999)},
+				events.TranscriptErased{SessionID: sid, Scope: events.EraseMessages, Reason: events.ErasureOnRequest, At: at(9999)}}
+		},
+	}
+	// Seeds 4 and 5 are two of the first 30 histories that leave a copy;
+	// the clear's history reopens the file before the purge.
+	for kind, seed := range map[string]uint64{"delete": 4, "clear": 5} {
+		t.Run(kind, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "state.db")
+			p, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Close() })
+			// The purge of a start, before the history: the erasures' own
+			// flag must make the last purge scrub.
+			if err := p.Purge(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(seed, 2))
+			h := newHistory()
+			const sessions = 20
+			marker := func(i int) string { return fmt.Sprintf("qzmk%02dx%02d", seed, i) }
+			about := func(i int) string { return fmt.Sprintf("Title-%02d-%02d", seed, i) }
+			for i := range sessions {
+				key := fmt.Sprintf("k%d", i)
+				h.lane(key, created(key, fmt.Sprintf("s%d", i), at(i)))
+			}
+			applied := 0
+			flush := func() {
+				for applied < len(h.all) {
+					n := min(len(h.all)-applied, 1+rng.IntN(20))
+					mustApply(t, p, h.all[applied:applied+n])
+					applied += n
+				}
+			}
+			for j := range 400 {
+				i := rng.IntN(sessions)
+				sid := fmt.Sprintf("s%d", i)
+				switch rng.IntN(5) {
+				case 0:
+					h.tr(sid, events.TitleSet{SessionID: sid, Title: about(i) + strings.Repeat("t", rng.IntN(40)), At: at(j)})
+				case 1:
+					prompt := about(i) + strings.Repeat(" p", rng.IntN(100))
+					h.tr(sid, events.SessionMetadataUpdated{SessionID: sid, SystemPrompt: &prompt, InputTokens: int64(j * 1000), At: at(j)})
+				default:
+					h.tr(sid, appended(sid, text("user", marker(i)+" "+strings.Repeat("w ", rng.IntN(30))), at(j)))
+				}
+				if rng.IntN(10) == 0 {
+					flush()
+				}
+			}
+			flush()
+			for _, i := range rng.Perm(sessions) {
+				h.tr(fmt.Sprintf("s%d", i), erase[kind](fmt.Sprintf("s%d", i))...)
+				flush()
+			}
+
+			// The FTS index stores terms prefix-compressed: look for
+			// the part of a marker after its first two letters.
+			needles := make([][]byte, 0, 2*sessions)
+			for i := range sessions {
+				needles = append(needles, []byte(marker(i)[2:]))
+				if kind == "delete" { // a clear keeps the title and prompt
+					needles = append(needles, []byte(about(i)))
+				}
+			}
+			holds := func(f string) bool {
+				t.Helper()
+				b, err := os.ReadFile(f)
+				if err != nil && !os.IsNotExist(err) {
+					t.Fatal(err)
+				}
+				for _, n := range needles {
+					if bytes.Contains(b, n) {
+						return true
+					}
+				}
+				return false
+			}
+			checkpointTruncate(t, path)
+			if !holds(path) {
+				t.Fatal("control: the history left no copy of an erased message after a bare checkpoint; the check cannot fail")
+			}
+			if kind == "clear" {
+				// A crash between the erasure and its purge: the first
+				// purge of the next process scrubs.
+				if err := p.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if p, err = Open(path); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := p.Purge(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{path, path + "-wal"} {
+				if holds(f) {
+					t.Errorf("history %d: after Purge, %s still holds an erased marker", seed, filepath.Base(f))
+				}
+			}
+		})
+	}
+}
+
+// checkpointTruncate is the purge as it was before the scrub, on a
+// connection of its own: the WAL copied into the file and truncated.
+func checkpointTruncate(t *testing.T, path string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var busy, frames, done int
+	if err := db.QueryRow(`PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &done); err != nil || busy != 0 {
+		t.Fatalf("wal_checkpoint(TRUNCATE) = busy %d, %v", busy, err)
+	}
+}
