@@ -108,10 +108,17 @@ func (rt *runtime) recoverErasures(ctx context.Context, purgedAtStop bool) error
 
 // purgeAtStop purges every file at a clean stop, after the stop is on the
 // read models, and marks it so the next start can skip its purge. A purge
-// that fails leaves no mark: the next start purges.
-func (rt *runtime) purgeAtStop(ctx context.Context) {
+// that fails leaves no mark: the next start purges. So does a stop whose
+// read models did not catch up (caughtUp false): an erasure they have not
+// applied yet is purged by nothing else once they apply it at the next
+// start.
+func (rt *runtime) purgeAtStop(ctx context.Context, caughtUp bool) {
 	if err := rt.purgeFiles(ctx); err != nil {
 		rt.log.Warn("purge at stop failed; the next start purges", "err", err)
+		return
+	}
+	if !caughtUp {
+		rt.log.Warn("read models behind the log at stop; the next start purges")
 		return
 	}
 	f, err := os.OpenFile(rt.home.purgedAtStop(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)

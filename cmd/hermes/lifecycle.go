@@ -308,11 +308,13 @@ func (rt *runtime) finish(ctx context.Context, clean, restarting bool, stopBy ti
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, min(10*time.Second, time.Until(stopBy)))
 	defer cancel()
+	caughtUp := true
 	if err := rt.runner.WaitFor(waitCtx, pos); err != nil {
 		rt.log.Warn("read model did not catch up before exit", "err", err)
+		caughtUp = false
 	}
 	if clean {
-		rt.purgeAtStop(waitCtx)
+		rt.purgeAtStop(waitCtx, caughtUp)
 		f, err := os.OpenFile(rt.home.cleanShutdown(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 		if err != nil {
 			rt.log.Error("write .clean_shutdown", "err", err)
