@@ -1,12 +1,9 @@
 package sessions_test
 
 import (
-	"bytes"
 	"context"
-	"database/sql"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -14,6 +11,7 @@ import (
 	"hermes/domain"
 	"hermes/events"
 	"hermes/projections/sessions"
+	"hermes/testfixtures/ondisk"
 )
 
 // TestPurge_LeavesNoCopyOfAnErasedOrigin: given lanes whose origins name a
@@ -73,15 +71,15 @@ func TestPurge_LeavesNoCopyOfAnErasedOrigin(t *testing.T) {
 		applyInBatches(6)
 
 		path := filepath.Join(w.dir, "lanes.db")
-		checkpointTruncate(t, path)
-		if fileHolds(t, path, name) {
+		ondisk.BareCheckpoint(t, path)
+		if ondisk.Holds(t, path, []byte(name)) {
 			copiesBeforePurge++
 		}
 		if err := p.Purge(ctx); err != nil {
 			t.Fatal(err)
 		}
 		for _, f := range []string{path, path + "-wal"} {
-			if fileHolds(t, f, name) {
+			if ondisk.Holds(t, f, []byte(name)) {
 				t.Errorf("history %d: after Purge, %s still holds the erased name", seed, filepath.Base(f))
 			}
 		}
@@ -89,28 +87,4 @@ func TestPurge_LeavesNoCopyOfAnErasedOrigin(t *testing.T) {
 	if copiesBeforePurge == 0 {
 		t.Fatal("control: no history left a copy of an erased origin after a bare checkpoint; the check cannot fail")
 	}
-}
-
-// checkpointTruncate is the purge as it was before the VACUUM, on a
-// connection of its own: the WAL copied into the file and truncated.
-func checkpointTruncate(t *testing.T, path string) {
-	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var busy, frames, done int
-	if err := db.QueryRow(`PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &done); err != nil || busy != 0 {
-		t.Fatalf("wal_checkpoint(TRUNCATE) = busy %d, %v", busy, err)
-	}
-}
-
-func fileHolds(t *testing.T, path, s string) bool {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	return bytes.Contains(b, []byte(s))
 }

@@ -1,16 +1,14 @@
 package transcripts
 
 import (
-	"bytes"
-	"database/sql"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"hermes/events"
+	"hermes/testfixtures/ondisk"
 )
 
 // TestPurge_LeavesNoCopyInFreeSpace: given a purged (started) state.db and
@@ -100,18 +98,9 @@ func TestPurge_LeavesNoCopyInFreeSpace(t *testing.T) {
 			}
 			holds := func(f string) bool {
 				t.Helper()
-				b, err := os.ReadFile(f)
-				if err != nil && !os.IsNotExist(err) {
-					t.Fatal(err)
-				}
-				for _, n := range needles {
-					if bytes.Contains(b, n) {
-						return true
-					}
-				}
-				return false
+				return ondisk.Holds(t, f, needles...)
 			}
-			checkpointTruncate(t, path)
+			ondisk.BareCheckpoint(t, path)
 			if !holds(path) {
 				t.Fatal("control: the history left no copy of an erased message after a bare checkpoint; the check cannot fail")
 			}
@@ -134,20 +123,5 @@ func TestPurge_LeavesNoCopyInFreeSpace(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// checkpointTruncate is the purge as it was before the scrub, on a
-// connection of its own: the WAL copied into the file and truncated.
-func checkpointTruncate(t *testing.T, path string) {
-	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var busy, frames, done int
-	if err := db.QueryRow(`PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &done); err != nil || busy != 0 {
-		t.Fatalf("wal_checkpoint(TRUNCATE) = busy %d, %v", busy, err)
 	}
 }

@@ -1,17 +1,15 @@
 package sqlite
 
 import (
-	"bytes"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"hermes/events"
+	"hermes/testfixtures/ondisk"
 )
 
 // TestPurge_LeavesNoCopyInFreeSpace: given a purged (started) log and short
@@ -105,9 +103,8 @@ func TestPurge_LeavesNoCopyInFreeSpace(t *testing.T) {
 					stream, _ := written(kind, i, 0, "")
 					mustAppend(t, s, stream, events.AnyVersion(), erasure[kind](sid, id))
 				}
-				checkpointOnly(t, path)
-				b, _ := os.ReadFile(path)
-				if bytes.Contains(b, []byte(marker)) {
+				ondisk.BareCheckpoint(t, path)
+				if ondisk.Holds(t, path, []byte(marker)) {
 					copiesBeforePurge++
 				}
 				if k == 1 {
@@ -122,11 +119,7 @@ func TestPurge_LeavesNoCopyInFreeSpace(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, f := range []string{path, path + "-wal"} {
-					b, err := os.ReadFile(f)
-					if err != nil && !os.IsNotExist(err) {
-						t.Fatal(err)
-					}
-					if bytes.Contains(b, []byte(marker)) {
+					if ondisk.Holds(t, f, []byte(marker)) {
 						t.Errorf("history %d: after Purge, %s still holds an erased marker", seed, filepath.Base(f))
 					}
 				}
@@ -135,20 +128,5 @@ func TestPurge_LeavesNoCopyInFreeSpace(t *testing.T) {
 				t.Fatal("control: no history left a copy of an erased message after a bare checkpoint; the check cannot fail")
 			}
 		})
-	}
-}
-
-// checkpointOnly is the purge as it was before the scrub, on a connection
-// of its own: the WAL copied into the file and truncated.
-func checkpointOnly(t *testing.T, path string) {
-	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var busy, frames, done int
-	if err := db.QueryRow(`PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &done); err != nil || busy != 0 {
-		t.Fatalf("wal_checkpoint(TRUNCATE) = busy %d, %v", busy, err)
 	}
 }
