@@ -378,6 +378,20 @@ func bulkConfig(table string) []string {
 	}
 }
 
+// scratchDSN opens a scratch file of a bulk load's FTS build: no journal
+// and no fsync (it is thrown away after any failure), and the state file's
+// busy timeout, which also covers the state file the build attaches: a
+// read of it waits out a commit or WAL checkpoint of the apply instead of
+// failing with SQLITE_BUSY.
+func scratchDSN(path string, pragmas ...string) string {
+	q := url.Values{}
+	for _, pragma := range append([]string{"synchronous(OFF)", "journal_mode(OFF)", "cache_size(-16384)",
+		fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds())}, pragmas...) {
+		q.Add("_pragma", pragma)
+	}
+	return (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String()
+}
+
 // buildFTS creates table (Hermes' DDL) in a new scratch file and fills it
 // from the messages of the file at src.
 func buildFTS(ctx context.Context, src, scratch, table string) error {
@@ -385,11 +399,7 @@ func buildFTS(ctx context.Context, src, scratch, table string) error {
 	if err != nil {
 		return err
 	}
-	q := url.Values{}
-	for _, pragma := range []string{"synchronous(OFF)", "journal_mode(OFF)", "cache_size(-16384)"} {
-		q.Add("_pragma", pragma)
-	}
-	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: scratch, RawQuery: q.Encode()}).String())
+	db, err := sql.Open("sqlite", scratchDSN(scratch))
 	if err != nil {
 		return fmt.Errorf("build %s: %w", table, err)
 	}

@@ -61,11 +61,7 @@ func startFTSBuilder(src, table string) (_ *ftsBuilder, err error) {
 	if err := createPrivate(scratch); err != nil {
 		return nil, err
 	}
-	q := url.Values{}
-	for _, pragma := range []string{"synchronous(OFF)", "journal_mode(OFF)", "cache_size(-16384)", "temp_store(MEMORY)"} {
-		q.Add("_pragma", pragma)
-	}
-	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: scratch, RawQuery: q.Encode()}).String())
+	db, err := sql.Open("sqlite", scratchDSN(scratch, "temp_store(MEMORY)"))
 	if err != nil {
 		return nil, err
 	}
