@@ -170,7 +170,15 @@ func appendUntil(t *testing.T, h *harness, sessionID, metric string, want func(f
 			t.Fatalf("append %d = %d, want 200", i+1, resp.StatusCode)
 		}
 	}
-	t.Fatalf("%d bytes appended and %s is still %v", volume, metric, h.metric(metric))
+	// The volume fills every buffer; a write timeout may still be
+	// running (appends are answered faster than it): wait for it.
+	deadline := time.Now().Add(30 * time.Second)
+	for !want(h.metric(metric)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes appended and %s is still %v 30s later", volume, metric, h.metric(metric))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // TestFollowSlowClientDropped: a following client that does not read is

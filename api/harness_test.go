@@ -105,6 +105,7 @@ func newHarness(t testing.TB, opts ...option) *harness {
 	t.Cleanup(func() { state.Close() })
 	h.state = state
 	h.runner = projections.NewRunner(h.raw, h.lanes, state)
+	h.runner.SetBarrier(transcripts.RemovesSessions)
 	if o.backoff != nil {
 		h.runner.SetBackoff(*o.backoff)
 	}
@@ -131,6 +132,7 @@ func newHarness(t testing.TB, opts ...option) *harness {
 		Runner:          h.runner,
 		Lanes:           h.lanes,
 		Transcripts:     reader,
+		Assigned:        state,
 		Clock:           h.clock,
 		Token:           o.token,
 		Metrics:         metrics,

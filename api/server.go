@@ -32,6 +32,18 @@ type Deps struct {
 	// them (404).
 	Lanes       *sessions.Projection
 	Transcripts TranscriptService
+	// Assigned, when not nil, gives the message ids the transcripts read
+	// model numbered for an event it has not committed yet: an append is
+	// answered once its event is in the log and numbered, without waiting
+	// for the read model's transaction (later reads still wait for it).
+	// Nil: the answer waits for the read model.
+	Assigned AssignedMessages
+	// RoomToAck, when not nil, reports whether the disk has room for the
+	// read models to record what an append acknowledges before they
+	// commit it; when it has not, an append waits for them (as with a nil
+	// Assigned), so that a full disk never leaves an acknowledged message
+	// out of the reads. Nil: always.
+	RoomToAck func() bool
 	// Models, when not nil, holds the read models the queries read, so a
 	// rebuild on a live home can swap them (readmodels.go); nil: Lanes and
 	// Transcripts, never swapped.
@@ -295,6 +307,15 @@ func (s *Server) fresh(ctx context.Context) error {
 	}
 	return nil
 }
+
+// acksEarly reports whether an append is answered before the read models
+// commit it (Deps.Assigned, Deps.RoomToAck).
+func (s *Server) acksEarly() bool {
+	return s.Assigned != nil && (s.RoomToAck == nil || s.RoomToAck())
+}
+
+// behind reports whether the read models lack a write this server made.
+func (s *Server) behind() bool { return s.Runner.Applied() < s.written.Load() }
 
 // freshRead waits, for a query, until the projections reflect every write
 // this server made; while a read model cannot write for want of space it

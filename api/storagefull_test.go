@@ -43,6 +43,9 @@ func TestStorageFull(t *testing.T) {
 			r := h.resolve(dm("full"))
 			id := r.Entry.SessionID
 			h.call("POST", transcript(id, "/messages"), map[string]string{"role": "user", "content": "before"}, http.StatusOK, nil)
+			// The append is answered before the read models commit it:
+			// a read waits until they have it.
+			h.call("GET", transcript(id, "/messages"), nil, http.StatusOK, nil)
 			big := strings.Repeat("x", 16<<10)
 
 			limit(1) // held at its size: only its free pages are left

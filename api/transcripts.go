@@ -24,7 +24,17 @@ type TranscriptService = *transcripts.Reader
 // their request.
 type transcriptIndex struct{ s *Server }
 
+// SessionExists answers from the read model; a session it does not know
+// while it is behind this server's writes is looked up again once it has
+// them (an append does not wait for the read model first: appendCurrent).
 func (x transcriptIndex) SessionExists(ctx context.Context, id string) (bool, error) {
+	ok, err := x.s.transcripts(ctx).SessionExists(ctx, id)
+	if err != nil || ok || !x.s.behind() {
+		return ok, err
+	}
+	if err := x.s.freshRead(ctx); err != nil {
+		return false, err
+	}
 	return x.s.transcripts(ctx).SessionExists(ctx, id)
 }
 
@@ -40,6 +50,13 @@ func (x transcriptIndex) TitleOwner(ctx context.Context, title string) (string, 
 
 func (x transcriptIndex) LaneOfSession(ctx context.Context, id string) (string, error) {
 	row, err := x.s.lanes(ctx).BySessionID(ctx, id)
+	if errors.Is(err, sessions.ErrNotFound) && x.s.behind() {
+		// A session this server just started: see SessionExists.
+		if err := x.s.freshRead(ctx); err != nil {
+			return "", err
+		}
+		row, err = x.s.lanes(ctx).BySessionID(ctx, id)
+	}
 	if errors.Is(err, sessions.ErrNotFound) {
 		return "", nil
 	}
@@ -78,11 +95,14 @@ func (s *Server) transcriptRoutes(rt routes) {
 	session := func(h func(http.ResponseWriter, *http.Request, sessionID) error) handlerFunc {
 		return s.current(withSessionID(h))
 	}
+	appending := func(h func(http.ResponseWriter, *http.Request, sessionID) error) handlerFunc {
+		return s.appendCurrent(withSessionID(h))
+	}
 	rt.get("/transcripts/recent", s.recentTranscripts)
 	rt.get("/transcripts/{session_id}", withSessionID(s.getTranscriptSession))
 	rt.patch("/transcripts/{session_id}", session(s.patchTranscriptSession))
 	rt.delete("/transcripts/{session_id}", session(s.deleteTranscript))
-	rt.post("/transcripts/{session_id}/messages", session(s.appendMessage))
+	rt.post("/transcripts/{session_id}/messages", appending(s.appendMessage))
 	rt.get("/transcripts/{session_id}/messages", withSessionID(s.getMessages))
 	rt.put("/transcripts/{session_id}/messages", session(s.rewriteMessages))
 	rt.post("/transcripts/{session_id}/rewind", session(s.rewind))
@@ -170,10 +190,7 @@ func (s *Server) appendMessage(w http.ResponseWriter, r *http.Request, id sessio
 	if err != nil {
 		return err
 	}
-	if err := s.readAfter(r.Context(), res.Position); err != nil {
-		return err
-	}
-	ids, err := s.transcripts(r.Context()).MessageIDs(r.Context(), res.MessagePosition)
+	ids, err := s.appendedIDs(r.Context(), res)
 	if err != nil {
 		return err
 	}
@@ -181,6 +198,65 @@ func (s *Server) appendMessage(w http.ResponseWriter, r *http.Request, id sessio
 		ID       int64  `json:"id"`
 		Position uint64 `json:"position"`
 	}{ids.FirstID, res.MessagePosition})
+}
+
+// appendCurrent is current for the append, the path every message takes:
+// it does not wait for the read models' transaction. The append command
+// asks the read models whether the session exists and which lane it is
+// on; while they are behind this server's writes, a session they do not
+// know is looked up again once they have them (transcriptIndex), and a
+// session they still know is trusted unless an event that deletes
+// sessions was received and not applied yet (then it waits, as current).
+// Without Deps.Assigned, or room on the disk (Deps.RoomToAck), it is
+// current.
+func (s *Server) appendCurrent(h handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if !s.acksEarly() {
+			return s.current(h)(w, r)
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		err := s.Runner.WaitAssigned(ctx, s.written.Load())
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%w: read model: %v", errUnavailable, err)
+		}
+		if !s.Runner.BarriersApplied() {
+			if err := s.freshRead(r.Context()); err != nil {
+				return err
+			}
+		}
+		return h(w, r)
+	}
+}
+
+// AssignedMessages gives the ids numbered for a message event the read
+// model has not committed yet (transcripts.Projection).
+type AssignedMessages interface {
+	AssignedMessages(position uint64) (transcripts.MessageRange, bool)
+}
+
+// appendedIDs returns the row ids of an appended message: the ids the
+// read model numbered when it received the event (Deps.Assigned), else
+// (not numbered: a read model swapped in meanwhile, an import before it)
+// the ids in the file once the read model has the position. Either way,
+// later reads of this server wait for the read model (written).
+func (s *Server) appendedIDs(ctx context.Context, res commands.Appended) (transcripts.MessageRange, error) {
+	s.wrote(res.Position)
+	if s.acksEarly() {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := s.Runner.WaitAssigned(wctx, res.MessagePosition)
+		cancel()
+		if err != nil {
+			return transcripts.MessageRange{}, fmt.Errorf("%w: read model: %v", errUnavailable, err)
+		}
+		if ids, ok := s.Assigned.AssignedMessages(res.MessagePosition); ok {
+			return ids, nil
+		}
+	}
+	if err := s.fresh(ctx); err != nil {
+		return transcripts.MessageRange{}, err
+	}
+	return s.transcripts(ctx).MessageIDs(ctx, res.MessagePosition)
 }
 
 func boolQuery(r *http.Request, name string) (bool, error) {

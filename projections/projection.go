@@ -44,3 +44,21 @@ type BulkLoader interface {
 	BeginBulk(ctx context.Context) error
 	EndBulk(ctx context.Context) error
 }
+
+// Assigner is implemented by projections that number the rows an event
+// will insert (the transcripts projection's message ids) as soon as the
+// runner receives the event, before the batch holding it is applied: an
+// append can then be answered with its message id while the read model
+// gathers more events into one transaction.
+//
+// The runner calls Assign with the events it receives, in log order, and
+// after, the position of the event received just before them (the position
+// the subscription started after, for the first). A projection assigns
+// only when after is the last position it assigned (or applied): a gap (a
+// swapped-in read model that has not seen the events in between) leaves
+// the events to Apply, which assigns them in order itself. The numbers an
+// event gets must not depend on when they are assigned (by Assign or
+// Apply, before or after a restart): they are a function of the log.
+type Assigner interface {
+	Assign(after uint64, received []events.Envelope)
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"hermes/events"
@@ -24,10 +25,23 @@ type Runner struct {
 	backoff Backoff
 	log     *slog.Logger
 
+	// gather is how long a live batch waits for more events while nobody
+	// waits for the read models (SetGather); waiting counts those who do,
+	// and wake tells the gathering batch that one began.
+	gather  time.Duration
+	waiting atomic.Int32
+	wake    chan struct{}
+
 	mu      sync.Mutex
 	applied map[string]uint64
-	changed chan struct{}
-	err     error
+	// assigned is the last position received and numbered (Assigner).
+	assigned uint64
+	// barrier picks the events after which a stale read model must not
+	// be trusted (SetBarrier); lastBarrier is the last one received.
+	barrier     func(events.Event) bool
+	lastBarrier uint64
+	changed     chan struct{}
+	err         error
 	// storageErr is the last failure of a projection to write its batch
 	// for want of space (events.ErrStorageFull) while it retries; nil when
 	// every projection writes.
@@ -45,8 +59,21 @@ func NewRunner(store events.Store, ps ...Projection) *Runner {
 		log:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 		applied:     make(map[string]uint64, len(ps)),
 		changed:     make(chan struct{}),
+		gather:      DefaultGather,
+		wake:        make(chan struct{}, 1),
 	}
 }
+
+// DefaultGather is how long a live batch waits for more events when nobody
+// waits for the read models: appends answered from their assigned message
+// ids (WaitAssigned) then share one read-model transaction, instead of
+// one transaction (and one FTS5 segment per index) each. A read that needs
+// the batch (WaitFor, WaitFresh) has it applied at once.
+const DefaultGather = 20 * time.Millisecond
+
+// SetGather replaces the gather window (0: apply each batch as soon as it
+// is received); call it before Run.
+func (r *Runner) SetGather(d time.Duration) { r.gather = max(d, 0) }
 
 // Backoff is how the runner waits between the attempts to apply a batch
 // that failed for want of space: Min, doubling up to Max. After makes the
@@ -388,13 +415,15 @@ func (r *Runner) follow(ctx context.Context) error {
 		return fmt.Errorf("subscribe: %w", err)
 	}
 	defer sub.Close()
+	received := make(chan events.Envelope, MaxBatch)
+	go r.receive(ctx, sub, from, received)
 	batch := make([]events.Envelope, 0, MaxBatch)
 	for {
 		batch = batch[:0]
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case env, ok := <-sub.Events():
+		case env, ok := <-received:
 			if !ok {
 				if err := sub.Err(); err != nil {
 					return fmt.Errorf("subscription: %w", err)
@@ -403,17 +432,10 @@ func (r *Runner) follow(ctx context.Context) error {
 			}
 			batch = append(batch, env)
 		}
-	fill:
-		for len(batch) < MaxBatch {
-			select {
-			case env, ok := <-sub.Events():
-				if !ok {
-					break fill
-				}
-				batch = append(batch, env)
-			default:
-				break fill
-			}
+		batch = fill(batch, received)
+		if len(batch) < MaxBatch && r.gather > 0 && r.waiting.Load() == 0 {
+			batch = r.gatherMore(ctx, batch, received)
+			batch = fill(batch, received)
 		}
 		last := batch[len(batch)-1].Position
 		for i, p := range r.projections {
@@ -426,7 +448,7 @@ func (r *Runner) follow(ctx context.Context) error {
 				return fmt.Errorf("%s: apply: %w", p.Name(), err)
 			}
 			r.setApplied(p.Name(), last)
-			if caught[i] || len(sub.Events()) > 0 {
+			if caught[i] || len(received) > 0 {
 				continue
 			}
 			if head, err := r.store.Head(ctx); err == nil && head <= last {
@@ -437,6 +459,163 @@ func (r *Runner) follow(ctx context.Context) error {
 					}
 				}
 			}
+		}
+	}
+}
+
+// receive takes the subscription's events as they come, lets every
+// [Assigner] number them, and passes them on to follow's batches; it
+// closes out when the subscription ends or ctx is done. Assigning here,
+// apart from the batches, keeps an append's answer from waiting for the
+// batch before it to be applied.
+func (r *Runner) receive(ctx context.Context, sub events.Subscription, after uint64, out chan<- events.Envelope) {
+	defer close(out)
+	got := make([]events.Envelope, 0, MaxBatch)
+	for {
+		got = got[:0]
+		select {
+		case <-ctx.Done():
+			return
+		case env, ok := <-sub.Events():
+			if !ok {
+				return
+			}
+			got = append(got, env)
+		}
+		got = fill(got, sub.Events())
+		for _, p := range r.projections {
+			if a, ok := p.(Assigner); ok {
+				a.Assign(after, got)
+			}
+		}
+		for _, env := range got {
+			select {
+			case out <- env:
+			case <-ctx.Done():
+				return
+			}
+		}
+		// Said after they are passed on: whoever sees them assigned and
+		// then waits for the read models finds them in the next batch.
+		after = got[len(got)-1].Position
+		r.setAssigned(after, r.lastBarrierIn(got))
+	}
+}
+
+// fill adds to batch what in holds now, up to MaxBatch, without waiting.
+func fill(batch []events.Envelope, in <-chan events.Envelope) []events.Envelope {
+	for len(batch) < MaxBatch {
+		select {
+		case env, ok := <-in:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, env)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// gatherMore waits up to the gather window for more events to apply with
+// batch, and stops early when someone waits for the read models (WaitFor,
+// WaitFresh), the batch is full, the feed ends or ctx is done.
+func (r *Runner) gatherMore(ctx context.Context, batch []events.Envelope, in <-chan events.Envelope) []events.Envelope {
+	timer := time.NewTimer(r.gather)
+	defer timer.Stop()
+	for len(batch) < MaxBatch {
+		select {
+		case env, ok := <-in:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, env)
+		case <-r.wake:
+			if r.waiting.Load() > 0 {
+				return batch
+			}
+		case <-timer.C:
+			return batch
+		case <-ctx.Done():
+			return batch
+		}
+	}
+	return batch
+}
+
+// waitBegins notes a caller waiting for the read models, so that the
+// batch being gathered is applied now; the returned function ends it.
+func (r *Runner) waitBegins() func() {
+	r.waiting.Add(1)
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	return func() { r.waiting.Add(-1) }
+}
+
+// lastBarrierIn returns the position of the last barrier event in got (0
+// for none).
+func (r *Runner) lastBarrierIn(got []events.Envelope) uint64 {
+	if r.barrier == nil {
+		return 0
+	}
+	for i := len(got) - 1; i >= 0; i-- {
+		if r.barrier(got[i].Event) {
+			return got[i].Position
+		}
+	}
+	return 0
+}
+
+// SetBarrier names the events after which a read model behind the log
+// must not be trusted for a decision (for the transcripts: the events
+// that delete sessions); call it before Run. See BarriersApplied.
+func (r *Runner) SetBarrier(is func(events.Event) bool) { r.barrier = is }
+
+// BarriersApplied reports whether every projection has applied every
+// barrier event received so far: a read model behind the log then lacks
+// only events that add (a session it does not know yet), never one that
+// removes.
+func (r *Runner) BarriersApplied() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastBarrier <= r.minApplied()
+}
+
+func (r *Runner) setAssigned(pos, barrier uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastBarrier = max(r.lastBarrier, barrier)
+	if pos <= r.assigned {
+		return
+	}
+	r.assigned = pos
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// WaitAssigned blocks until the runner has received the event at pos and
+// let every [Assigner] number it (or every projection applied it), the
+// runner failed, or ctx is done. It does not hurry the batch being
+// gathered: an append waits here for its message id, not for the read
+// models' transaction.
+func (r *Runner) WaitAssigned(ctx context.Context, pos uint64) error {
+	for {
+		r.mu.Lock()
+		done, err, changed := r.assigned >= pos || r.minApplied() >= pos, r.err, r.changed
+		r.mu.Unlock()
+		if done {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("projections stopped: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for position %d: %w", pos, ctx.Err())
+		case <-changed:
 		}
 	}
 }
@@ -481,6 +660,7 @@ func (r *Runner) minApplied() uint64 {
 // WaitFor blocks until every projection has applied position pos (read your
 // writes), the runner failed, or ctx is done.
 func (r *Runner) WaitFor(ctx context.Context, pos uint64) error {
+	waiting := false
 	for {
 		r.mu.Lock()
 		done, err, changed := r.minApplied() >= pos, r.err, r.changed
@@ -490,6 +670,10 @@ func (r *Runner) WaitFor(ctx context.Context, pos uint64) error {
 		}
 		if err != nil {
 			return fmt.Errorf("projections stopped: %w", err)
+		}
+		if !waiting {
+			waiting = true
+			defer r.waitBegins()()
 		}
 		select {
 		case <-ctx.Done():
@@ -503,6 +687,7 @@ func (r *Runner) WaitFor(ctx context.Context, pos uint64) error {
 // a projection cannot write for want of space (StorageError), so reads are
 // served from the read models as they are rather than waiting for space.
 func (r *Runner) WaitFresh(ctx context.Context, pos uint64) error {
+	waiting := false
 	for {
 		r.mu.Lock()
 		done, err, degraded, changed := r.minApplied() >= pos, r.err, r.storageErr != nil, r.changed
@@ -512,6 +697,10 @@ func (r *Runner) WaitFresh(ctx context.Context, pos uint64) error {
 		}
 		if err != nil {
 			return fmt.Errorf("projections stopped: %w", err)
+		}
+		if !waiting {
+			waiting = true
+			defer r.waitBegins()()
 		}
 		select {
 		case <-ctx.Done():

@@ -45,8 +45,8 @@ func (h *Holder[T]) Exclusive() (T, func(next T)) {
 // Swappable is a Projection whose read model can be replaced while a
 // [Runner] feeds it: the runner's batches go to the current read model, and
 // Exclusive pauses them (it waits for the batch being applied) until the
-// swap installs the new one. It passes on the optional interfaces Caught
-// and BulkLoader when the read model has them.
+// swap installs the new one. It passes on the optional interfaces Caught,
+// BulkLoader and Assigner when the read model has them.
 type Swappable[P Projection] struct {
 	h Holder[P]
 	// name is fixed: the runner asks for it under its own lock, which must
@@ -58,6 +58,7 @@ var (
 	_ Projection = (*Swappable[Projection])(nil)
 	_ Caught     = (*Swappable[Projection])(nil)
 	_ BulkLoader = (*Swappable[Projection])(nil)
+	_ Assigner   = (*Swappable[Projection])(nil)
 )
 
 // NewSwappable returns a swappable projection feeding p.
@@ -108,6 +109,17 @@ func (s *Swappable[P]) CaughtUp(ctx context.Context) error {
 		return c.CaughtUp(ctx)
 	}
 	return nil
+}
+
+// Assign implements Assigner. A read model swapped in later has not seen
+// what this one assigned: its first Assign finds a gap and leaves those
+// events to its Apply.
+func (s *Swappable[P]) Assign(after uint64, received []events.Envelope) {
+	p, release := s.h.Acquire()
+	defer release()
+	if a, ok := any(p).(Assigner); ok {
+		a.Assign(after, received)
+	}
 }
 
 // BeginBulk implements BulkLoader.

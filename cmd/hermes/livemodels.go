@@ -72,6 +72,16 @@ func (s liveState) MarkPurged() {
 	_ = s.feed.Use(func(p *transcripts.Projection) error { p.MarkPurged(); return nil })
 }
 
+// AssignedMessages: the ids the serving state.db numbered for an event it
+// has not committed yet (transcripts.Projection).
+func (s liveState) AssignedMessages(position uint64) (r transcripts.MessageRange, ok bool) {
+	_ = s.feed.Use(func(p *transcripts.Projection) error {
+		r, ok = p.AssignedMessages(position)
+		return nil
+	})
+	return r, ok
+}
+
 func (s liveState) Vacuum(ctx context.Context) error {
 	return s.feed.Use(func(p *transcripts.Projection) error { return p.Vacuum(ctx) })
 }

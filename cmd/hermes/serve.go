@@ -178,6 +178,8 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 		Store:           rt.store,
 		Runner:          rt.runner,
 		Models:          rt.models,
+		Assigned:        rt.state,
+		RoomToAck:       newRoomToAck(rt.home.hermesDir()).Room,
 		Rebuild:         rt.rebuilds,
 		Clock:           clock,
 		Token:           s.cfg.API.Token,
@@ -265,6 +267,7 @@ func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
 	rt.reader = liveReader{models: rt.models}
 	rt.runner = projections.NewRunner(rt.raw, rt.lanesFeed, rt.stateFeed)
 	rt.runner.SetLogger(rt.log)
+	rt.runner.SetBarrier(transcripts.RemovesSessions)
 	start := time.Now()
 	if err := rt.runner.CatchUp(ctx, progressReporter(stderr, "catching up")); err != nil {
 		if !errors.Is(err, events.ErrStorageFull) {

@@ -80,6 +80,13 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 			continue
 		}
 		last = env.Position
+		a.ids = p.ids.applying(env)
+		if env.Type == events.TypeMessagesImported {
+			if err := p.applyImport(a, env); err != nil {
+				return fmt.Errorf("apply position %d (%s v%d %s): %w", env.Position, env.Stream, env.Version, env.Type, err)
+			}
+			continue
+		}
 		h, ok := stateHandlerOf(env.Event)
 		if !ok {
 			// Touches, turns, queue and gateway events leave state.db as
@@ -115,12 +122,16 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 	if _, err := p.stmts.setCheckpoint.ExecContext(ctx, strconv.FormatUint(last, 10)); err != nil {
 		return fmt.Errorf("apply: write checkpoint: %w", err)
 	}
+	if _, err := p.stmts.setNextID.ExecContext(ctx, strconv.FormatInt(p.ids.nextToStore(), 10)); err != nil {
+		return fmt.Errorf("apply: write next message id: %w", err)
+	}
 	if commit {
 		p.bulkTx, p.bulkPending = false, 0
 		if _, err := p.stmts.commit.ExecContext(ctx); err != nil {
 			return fmt.Errorf("apply: commit: %w", err)
 		}
 		committed = true
+		p.ids.committed(last)
 		if p.bulk {
 			if err := p.offerBuilders(ctx); err != nil {
 				return fmt.Errorf("apply: %w", err)
@@ -134,6 +145,45 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 		}
 	}
 	return nil
+}
+
+// applyImport applies a messages_imported: the messages gathered before it
+// are inserted first (the import checks which of its ids are free, and
+// takes new ones for the others, from the rows in the file), then the
+// numbering goes on from the file.
+func (p *Projection) applyImport(a *applier, env events.Envelope) error {
+	if err := a.flush(); err != nil {
+		return err
+	}
+	fresh, err := a.guard(env)
+	if err != nil {
+		return err
+	}
+	if fresh {
+		a.env = env
+		if err := a.messagesImported(env.Event.(events.MessagesImported)); err != nil {
+			return err
+		}
+	}
+	next, err := autoincrementNext(a.ctx, p.conn)
+	if err != nil {
+		return err
+	}
+	p.ids.imported(env.Position, next)
+	return nil
+}
+
+// Assign implements projections.Assigner: it numbers the messages of the
+// events the runner received (messageIDs), before their batch is applied.
+func (p *Projection) Assign(after uint64, received []events.Envelope) {
+	p.ids.assign(after, received)
+}
+
+// AssignedMessages returns the ids numbered for the event at position when
+// its batch is not committed yet (false otherwise: MessageIDs reads them
+// from the file once the read model has the position).
+func (p *Projection) AssignedMessages(position uint64) (MessageRange, bool) {
+	return p.ids.lookup(position)
 }
 
 // ReportClampsTo sends the token and cost values the projection leaves out
@@ -151,6 +201,8 @@ type applier struct {
 	s   *writeStatements
 	vs  *streamVersions
 	env events.Envelope
+	// ids are the message ids numbered for env (messageIDs).
+	ids MessageRange
 
 	// known holds the sessions whose row exists in this transaction.
 	known map[string]bool
@@ -169,6 +221,7 @@ func (a *applier) clamp(field, rule string) {
 // pendingMessage is a message_appended waiting in the batch.
 type pendingMessage struct {
 	position  uint64
+	id        int64
 	sessionID string
 	msg       events.Message
 	ts        float64

@@ -242,22 +242,21 @@ func (a *applier) end(id, reason string, at time.Time) error {
 	return a.exec(a.s.endSession, unixSeconds(at), nullIfEmpty(reason), id)
 }
 
-func (a *applier) insertMessage(sessionID string, m events.Message, ts float64) (int64, error) {
-	res, err := a.s.insertMessage.ExecContext(a.ctx, messageArgs(sessionID, m, ts)...)
-	if err != nil {
-		return 0, fmt.Errorf("insert message: %w", err)
+func (a *applier) insertMessage(id int64, sessionID string, m events.Message, ts float64) error {
+	if _, err := a.s.insertMessage.ExecContext(a.ctx, messageArgs(id, sessionID, m, ts)...); err != nil {
+		return fmt.Errorf("insert message %d: %w", id, err)
 	}
-	return res.LastInsertId()
+	return nil
 }
 
 // messageArgs are the values of messageColumnsInsert for one message, as
 // Hermes' append_message stores them.
-func messageArgs(sessionID string, m events.Message, ts float64) []any {
+func messageArgs(id int64, sessionID string, m events.Message, ts float64) []any {
 	var tokens any
 	if m.TokenCount != nil {
 		tokens = *m.TokenCount
 	}
-	return []any{sessionID, m.Role, storedContent(m.Content), nullIfEmpty(m.ToolCallID),
+	return []any{id, sessionID, m.Role, storedContent(m.Content), nullIfEmpty(m.ToolCallID),
 		storedJSON(m.ToolCalls), nullIfEmpty(m.ToolName), ts, tokens, nullIfEmpty(m.FinishReason),
 		nullPtr(m.Reasoning), nullPtr(m.ReasoningContent), storedJSON(m.ReasoningDetails),
 		storedJSON(m.CodexReasoningItems), storedJSON(m.CodexMessageItems)}
@@ -270,7 +269,7 @@ func (a *applier) messageAppended(e events.MessageAppended) error {
 	if err := a.ensureSession(e.SessionID, e.At); err != nil {
 		return err
 	}
-	a.pending = append(a.pending, pendingMessage{position: a.env.Position, sessionID: e.SessionID, msg: e.Message, ts: unixSeconds(e.At)})
+	a.pending = append(a.pending, pendingMessage{position: a.env.Position, id: a.ids.FirstID, sessionID: e.SessionID, msg: e.Message, ts: unixSeconds(e.At)})
 	if len(a.pending) >= maxPending {
 		return a.flush()
 	}
@@ -301,13 +300,12 @@ func chunkSize(n int) int {
 // fires triggers, and FTS5 writes its pending index data out as a new
 // segment at every savepoint. One INSERT per message would write two tiny
 // FTS segments per message (and merge them later); one INSERT per few
-// hundred messages writes one. Row ids stay what one-by-one inserts would
-// give: AUTOINCREMENT numbers the rows of one statement in order.
+// hundred messages writes one. Each row has the id numbered for its event
+// (messageIDs).
 func (a *applier) flush() error {
 	if len(a.pending) == 0 {
 		return nil
 	}
-	ids := make([]int64, len(a.pending))
 	for start, size := 0, 0; start < len(a.pending); start += size {
 		size = chunkSize(len(a.pending) - start)
 		chunk := a.pending[start : start+size]
@@ -317,18 +315,10 @@ func (a *applier) flush() error {
 		}
 		args := make([]any, 0, len(chunk)*messageInsertArgs)
 		for _, m := range chunk {
-			args = append(args, messageArgs(m.sessionID, m.msg, m.ts)...)
+			args = append(args, messageArgs(m.id, m.sessionID, m.msg, m.ts)...)
 		}
-		res, err := st.ExecContext(a.ctx, args...)
-		if err != nil {
+		if _, err := st.ExecContext(a.ctx, args...); err != nil {
 			return fmt.Errorf("insert messages: %w", err)
-		}
-		last, err := res.LastInsertId()
-		if err != nil {
-			return fmt.Errorf("insert messages: %w", err)
-		}
-		for i := range chunk {
-			ids[start+i] = last - int64(len(chunk)-1-i)
 		}
 	}
 	for start, size := 0, 0; start < len(a.pending); start += size {
@@ -339,8 +329,8 @@ func (a *applier) flush() error {
 			return err
 		}
 		args := make([]any, 0, len(chunk)*4)
-		for i, m := range chunk {
-			args = append(args, int64(m.position), m.sessionID, ids[start+i], 1)
+		for _, m := range chunk {
+			args = append(args, int64(m.position), m.sessionID, m.id, 1)
 		}
 		if _, err := st.ExecContext(a.ctx, args...); err != nil {
 			return fmt.Errorf("insert message events: %w", err)
@@ -380,14 +370,13 @@ func (a *applier) transcriptRewritten(e events.TranscriptRewritten) error {
 	}
 	base := unixSeconds(e.At)
 	var first any
+	if len(e.Messages) > 0 {
+		first = a.ids.FirstID
+	}
 	var toolCalls int64
 	for i, m := range e.Messages {
-		id, err := a.insertMessage(e.SessionID, m, base+float64(i)*1e-6)
-		if err != nil {
+		if err := a.insertMessage(a.ids.FirstID+int64(i), e.SessionID, m, base+float64(i)*1e-6); err != nil {
 			return err
-		}
-		if i == 0 {
-			first = id
 		}
 		toolCalls += toolCallCount(m.ToolCalls)
 	}

@@ -23,6 +23,7 @@ import (
 var (
 	_ projections.Projection = (*Projection)(nil)
 	_ projections.Dumper     = (*Projection)(nil)
+	_ projections.Assigner   = (*Projection)(nil)
 )
 
 // Name is the versioned name of this projection. Bump it when the rows it
@@ -79,6 +80,8 @@ type Projection struct {
 	closed bool
 	// limit is the max_page_count of SetMaxPageCount.
 	limit storage.PageLimit
+	// ids numbers the message rows (messageids.go).
+	ids messageIDs
 
 	// bulk is set between BeginBulk and EndBulk; bulkTx while Apply
 	// keeps its transaction open across batches (bulkPending events so
@@ -133,6 +136,9 @@ func open(path, name string) (*Projection, error) {
 	// messages and the triggers are back.
 	if err := p.finishBulk(context.Background()); err != nil {
 		return nil, errors.Join(fmt.Errorf("open transcripts %s: finish bulk load: %w", abs, err), p.closeWriter())
+	}
+	if err := p.ids.load(context.Background(), p.conn); err != nil {
+		return nil, errors.Join(fmt.Errorf("open transcripts %s: %w", abs, err), p.closeWriter())
 	}
 	r, err := openReader(abs)
 	if err != nil {

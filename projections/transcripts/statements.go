@@ -28,7 +28,7 @@ type writeStatements struct {
 	// by table and row count, prepared when first needed.
 	multi map[multiKey]*sql.Stmt
 
-	getVersion, setVersion, setCheckpoint *sql.Stmt
+	getVersion, setVersion, setCheckpoint, setNextID *sql.Stmt
 	// begin, commit, rollback and getCheckpoint run once per batch: parsed
 	// once here rather than on every Apply.
 	begin, commit, rollback, getCheckpoint *sql.Stmt
@@ -58,6 +58,9 @@ func prepareWrites(ctx context.Context, conn *sql.Conn) (*writeStatements, error
 		{&s.rollback, "ROLLBACK"},
 		{&s.getCheckpoint, "SELECT value FROM state_meta WHERE key = '" + metaCheckpoint + "'"},
 		{&s.setCheckpoint, "INSERT INTO state_meta (key, value) VALUES ('" + metaCheckpoint + "', ?) " +
+			"ON CONFLICT(key) DO UPDATE SET value = excluded.value"},
+
+		{&s.setNextID, "INSERT INTO state_meta (key, value) VALUES ('" + metaNextMessageID + "', ?) " +
 			"ON CONFLICT(key) DO UPDATE SET value = excluded.value"},
 
 		{&s.createSession, "INSERT OR IGNORE INTO sessions (id, source, user_id, started_at) VALUES (?, ?, ?, ?)"},
@@ -129,13 +132,14 @@ func (s *writeStatements) close() error {
 	return errors.Join(errs...)
 }
 
-// messageColumnsInsert are the columns a message insert sets (active
-// takes its default, 1).
-const messageColumnsInsert = `session_id, role, content, tool_call_id, tool_calls, tool_name,
+// messageColumnsInsert are the columns a message insert sets: the id the
+// projection numbered (messageIDs), the message (active takes its
+// default, 1).
+const messageColumnsInsert = `id, session_id, role, content, tool_call_id, tool_calls, tool_name,
 	timestamp, token_count, finish_reason, reasoning, reasoning_content, reasoning_details,
 	codex_reasoning_items, codex_message_items`
 
-const messageInsertArgs = 14
+const messageInsertArgs = 15
 
 type multiKey struct {
 	table string

@@ -1,0 +1,160 @@
+package projections_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"hermes/adapters/eventstore/sqlite"
+	"hermes/events"
+	"hermes/projections"
+)
+
+// gatherRecorder is a projection that records what it is given to number
+// (Assign) and the batches it applies.
+type gatherRecorder struct {
+	mu       sync.Mutex
+	assigned []uint64
+	batches  [][]uint64
+}
+
+func (r *gatherRecorder) Name() string                               { return "gatherRecorder.v1" }
+func (r *gatherRecorder) Checkpoint(context.Context) (uint64, error) { return 0, nil }
+func (r *gatherRecorder) Close() error                               { return nil }
+func (r *gatherRecorder) Assign(_ uint64, received []events.Envelope) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, env := range received {
+		r.assigned = append(r.assigned, env.Position)
+	}
+}
+func (r *gatherRecorder) Apply(_ context.Context, batch []events.Envelope) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ps []uint64
+	for _, env := range batch {
+		ps = append(ps, env.Position)
+	}
+	r.batches = append(r.batches, ps)
+	return nil
+}
+
+func (r *gatherRecorder) seen() (assigned []uint64, batches [][]uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]uint64(nil), r.assigned...), append([][]uint64(nil), r.batches...)
+}
+
+// TestRunnerGathersUntilSomeoneWaits: events nobody waits for are
+// numbered as they arrive (WaitAssigned returns) but gathered into one
+// batch, applied as soon as a read waits for them (WaitFor, WaitFresh);
+// a barrier event received and not applied is said so until then.
+func TestRunnerGathersUntilSomeoneWaits(t *testing.T) {
+	for _, wait := range []struct {
+		name string
+		fn   func(*projections.Runner, context.Context, uint64) error
+	}{
+		{"WaitFor", (*projections.Runner).WaitFor},
+		{"WaitFresh", (*projections.Runner).WaitFresh},
+	} {
+		t.Run(wait.name, func(t *testing.T) {
+			// Given a runner whose gather window never ends by itself
+			store, err := sqlite.Open(filepath.Join(t.TempDir(), "events.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			p := &gatherRecorder{}
+			r := projections.NewRunner(store, p)
+			r.SetGather(time.Hour)
+			r.SetBarrier(func(e events.Event) bool { _, ok := e.(events.GatewayStopped); return ok })
+			done := make(chan error, 1)
+			go func() { done <- r.Run(ctx) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Run() = %v", err)
+				}
+			}()
+			wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+			defer wcancel()
+
+			// When three events are appended one by one, each waited for
+			// only until it is numbered
+			var last uint64
+			for i, e := range []events.Event{events.GatewayStarted{PID: 1}, events.GatewayStopped{Clean: true}, events.GatewayStarted{PID: 2}} {
+				res, err := store.Append(ctx, "gateway", events.AnyVersion(), []events.Proposed{{ID: string(rune('a' + i)), Event: e}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				last = res.LastPosition()
+				if err := r.WaitAssigned(wctx, last); err != nil {
+					t.Fatalf("WaitAssigned(%d) = %v", last, err)
+				}
+			}
+
+			// Then all three were numbered, none applied, the barrier is
+			// pending
+			assigned, batches := p.seen()
+			if len(assigned) != 3 || assigned[2] != last {
+				t.Fatalf("assigned %v, want the three positions up to %d", assigned, last)
+			}
+			if len(batches) != 0 || r.Applied() != 0 {
+				t.Fatalf("applied %v (Applied %d) while nobody waits, want nothing yet", batches, r.Applied())
+			}
+			if r.BarriersApplied() {
+				t.Fatal("BarriersApplied() = true with a barrier received and not applied")
+			}
+
+			// When a read waits for the last one
+			if err := wait.fn(r, wctx, last); err != nil {
+				t.Fatalf("%s(%d) = %v", wait.name, last, err)
+			}
+
+			// Then the three were applied in one batch
+			_, batches = p.seen()
+			if len(batches) != 1 || len(batches[0]) != 3 {
+				t.Fatalf("batches %v, want one batch of the three events", batches)
+			}
+			if !r.BarriersApplied() {
+				t.Fatal("BarriersApplied() = false after the barrier was applied")
+			}
+		})
+	}
+}
+
+// TestRunnerWithoutGatherAppliesAtOnce: with no gather window each event
+// is applied without anyone waiting for it.
+func TestRunnerWithoutGatherAppliesAtOnce(t *testing.T) {
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "events.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := &gatherRecorder{}
+	r := projections.NewRunner(store, p)
+	r.SetGather(0)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	res, err := store.Append(ctx, "gateway", events.AnyVersion(), []events.Proposed{{ID: "a", Event: events.GatewayStarted{PID: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for r.Applied() < res.LastPosition() {
+		if time.Now().After(deadline) {
+			t.Fatal("the event was not applied without a waiter")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run() = %v", err)
+	}
+}
