@@ -321,9 +321,14 @@ func (s *Server) behind() bool { return s.Runner.Applied() < s.written.Load() }
 // this server made; while a read model cannot write for want of space it
 // does not wait and the query is answered from the read models as they are.
 func (s *Server) freshRead(ctx context.Context) error {
+	return s.freshAt(ctx, s.written.Load())
+}
+
+// freshAt is freshRead up to the position pos.
+func (s *Server) freshAt(ctx context.Context, pos uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := s.Runner.WaitFresh(ctx, s.written.Load()); err != nil {
+	if err := s.Runner.WaitFresh(ctx, pos); err != nil {
 		return fmt.Errorf("%w: read model: %v", errUnavailable, err)
 	}
 	return nil

@@ -220,8 +220,8 @@ func (s *Server) appendCurrent(h handlerFunc) handlerFunc {
 		if err != nil {
 			return fmt.Errorf("%w: read model: %v", errUnavailable, err)
 		}
-		if !s.Runner.BarriersApplied() {
-			if err := s.freshRead(r.Context()); err != nil {
+		if pos, pending := s.Runner.PendingBarrier(); pending {
+			if err := s.freshAt(r.Context(), pos); err != nil {
 				return err
 			}
 		}

@@ -571,17 +571,17 @@ func (r *Runner) lastBarrierIn(got []events.Envelope) uint64 {
 
 // SetBarrier names the events after which a read model behind the log
 // must not be trusted for a decision (for the transcripts: the events
-// that delete sessions); call it before Run. See BarriersApplied.
+// that delete sessions); call it before Run. See PendingBarrier.
 func (r *Runner) SetBarrier(is func(events.Event) bool) { r.barrier = is }
 
-// BarriersApplied reports whether every projection has applied every
-// barrier event received so far: a read model behind the log then lacks
-// only events that add (a session it does not know yet), never one that
-// removes.
-func (r *Runner) BarriersApplied() bool {
+// PendingBarrier returns the position of the last barrier event received
+// and not applied by every projection yet (false when there is none): a
+// read model behind the log then lacks only events that add (a session it
+// does not know yet), never one that removes.
+func (r *Runner) PendingBarrier() (uint64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.lastBarrier <= r.minApplied()
+	return r.lastBarrier, r.lastBarrier > r.minApplied()
 }
 
 func (r *Runner) setAssigned(pos, barrier uint64) {

@@ -106,8 +106,8 @@ func TestRunnerGathersUntilSomeoneWaits(t *testing.T) {
 			if len(batches) != 0 || r.Applied() != 0 {
 				t.Fatalf("applied %v (Applied %d) while nobody waits, want nothing yet", batches, r.Applied())
 			}
-			if r.BarriersApplied() {
-				t.Fatal("BarriersApplied() = true with a barrier received and not applied")
+			if pos, pending := r.PendingBarrier(); !pending || pos != assigned[1] {
+				t.Fatalf("PendingBarrier() = %d, %v; want the barrier at %d pending", pos, pending, assigned[1])
 			}
 
 			// When a read waits for the last one
@@ -120,8 +120,8 @@ func TestRunnerGathersUntilSomeoneWaits(t *testing.T) {
 			if len(batches) != 1 || len(batches[0]) != 3 {
 				t.Fatalf("batches %v, want one batch of the three events", batches)
 			}
-			if !r.BarriersApplied() {
-				t.Fatal("BarriersApplied() = false after the barrier was applied")
+			if pos, pending := r.PendingBarrier(); pending {
+				t.Fatalf("PendingBarrier() = %d, true after the barrier was applied", pos)
 			}
 		})
 	}
