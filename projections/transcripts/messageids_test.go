@@ -54,7 +54,7 @@ func TestMessageIDsAreAFunctionOfTheLog(t *testing.T) {
 		all[2].Position: {SessionID: "s1", FirstID: 2, Count: 1},
 		all[3].Position: {SessionID: "s1", FirstID: 3, Count: 3},
 		all[5].Position: {SessionID: "s1", FirstID: 102, Count: 1}, // after 100 kept and 101 (moved)
-		all[6].Position: {SessionID: "s1"}, // a rewrite to nothing inserts no row
+		all[6].Position: {SessionID: "s1"},                         // a rewrite to nothing inserts no row
 		all[7].Position: {SessionID: "s1", FirstID: 103, Count: 1},
 	}
 
