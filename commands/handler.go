@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -384,36 +385,47 @@ func (k *keyedMutex) lock(key string) (unlock func()) {
 	}
 }
 
-// maxCachedLanes bounds the lane cache (about 600 bytes a lane): past it,
-// an arbitrary eighth of the entries is dropped and reloaded on demand.
+// maxCachedLanes bounds the lane cache (about 200 bytes a lane, packed):
+// past it, an arbitrary eighth of the entries is dropped and reloaded on
+// demand.
 const maxCachedLanes = 50_000
 
-// laneCache holds lane states this process has loaded or written. It is
-// never trusted over the store: every append carries the cached version as
-// its expectation, and a conflict drops the entry.
+// laneCache holds lane states this process has loaded or written, packed
+// (packedlane.go). It is never trusted over the store: every append
+// carries the cached version as its expectation, and a conflict drops the
+// entry.
 type laneCache struct {
 	mu    sync.RWMutex
-	lanes map[string]laneState
+	lanes map[string]packedLane
 }
 
 func (c *laneCache) get(stream string) (laneState, bool) {
 	c.mu.RLock()
-	defer c.mu.RUnlock()
-	st, ok := c.lanes[stream]
-	return st, ok
+	p, ok := c.lanes[stream]
+	c.mu.RUnlock()
+	if !ok {
+		return laneState{}, false
+	}
+	st, err := p.unpack()
+	if err != nil {
+		c.drop(stream) // read from the store instead
+		return laneState{}, false
+	}
+	return st, true
 }
 
 func (c *laneCache) put(stream string, st laneState) {
-	st.eventID = ""
+	p := packLane(st)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.lanes == nil {
-		c.lanes = make(map[string]laneState)
+		c.lanes = make(map[string]packedLane)
 	}
-	if cur, ok := c.lanes[stream]; ok && cur.version > st.version {
+	cur, cached := c.lanes[stream]
+	if v, n := binary.Uvarint(cur); cached && n > 0 && v > st.version {
 		return
 	}
-	if _, ok := c.lanes[stream]; !ok && len(c.lanes) >= maxCachedLanes {
+	if !cached && len(c.lanes) >= maxCachedLanes {
 		drop := maxCachedLanes / 8
 		for k := range c.lanes {
 			if drop == 0 {
@@ -423,7 +435,7 @@ func (c *laneCache) put(stream string, st laneState) {
 			drop--
 		}
 	}
-	c.lanes[stream] = st
+	c.lanes[stream] = p
 }
 
 func (c *laneCache) drop(stream string) {
