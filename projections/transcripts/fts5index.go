@@ -70,6 +70,8 @@ type ftsIndex struct {
 	// used holds the doclists handed out, returned to doclistPool by
 	// release.
 	used []*ftsDoclist
+	// termOffsets is segmentTerms' buffer for a page's term offsets.
+	termOffsets []int
 }
 
 // doclistPool keeps doclists' buffers between searches: a common word's
@@ -259,10 +261,14 @@ func decodePositions(dst []int64, poslist []byte) ([]int64, bool) {
 	return dst, true
 }
 
-// segmentTerms reads seg from the page where key can start and calls
-// visit with each term (without the index prefix byte) at or after key and
-// its doclist, in term order, while visit returns true.
-func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, visit func(term []byte, d *ftsDoclist) bool) error {
+// segmentTerms reads seg from the page where key can start. For each term
+// at or after key (as stored: with the index prefix byte), in term order, open says where its entries go: a doclist to append
+// them to (nil: skip them), or stop to end the read there; after its last
+// entry, closed is called with that doclist and says whether to go on.
+// Entries are appended straight from the pages: a position list is copied
+// once (only one that runs over a page end goes through a buffer).
+func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool,
+	open func(term []byte) (d *ftsDoclist, stop bool), closed func(d *ftsDoclist) bool) error {
 	pgno, err := x.startPage(seg, key)
 	if err != nil {
 		return err
@@ -275,16 +281,12 @@ func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, 
 		cur       *ftsDoclist // the doclist being read (nil: not in one, or skipping)
 		inDoclist bool        // a doclist may continue on the next page
 		rowid     int64
-		pending   int  // position-list bytes still to read on the next page
-		deleted   bool // the entry being read carries the delete flag
-		poslist   []byte
+		pending   int // position-list bytes still to read on the next page
+		spill     []byte
 		done      bool
 	)
-	finishEntry := func() bool {
-		if cur == nil {
-			return true
-		}
-		_ = deleted // an entry with positions is present even if it deletes an older version
+	// entry appends one entry of cur whose position list is poslist.
+	entry := func(poslist []byte) bool {
 		cur.rowids = append(cur.rowids, rowid)
 		if !withPositions {
 			n, ok := countPositions(poslist)
@@ -298,12 +300,14 @@ func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, 
 	}
 	finishTerm := func() {
 		if cur != nil && !done {
-			done = !visit(term, cur)
+			done = !closed(cur)
 		}
 		cur = nil
 	}
 	// entries reads doclist entries of page from i to end; the first
-	// rowid is absolute when absolute is set.
+	// rowid is absolute when absolute is set. (An entry's delete flag is
+	// not looked at: an entry with positions is present even if it also
+	// deletes an older version.)
 	entries := func(page []byte, i, end int, absolute bool) (int, error) {
 		for i < end {
 			v, next, ok := ftsVarint(page, i)
@@ -321,18 +325,17 @@ func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, 
 			}
 			i = next2
 			n := int(size >> 1)
-			deleted = size&1 == 1
-			poslist = poslist[:0]
 			if i+n > end {
-				poslist = append(poslist, page[i:end]...)
+				if cur != nil {
+					spill = append(spill[:0], page[i:end]...)
+				}
 				pending = n - (end - i)
 				return end, nil
 			}
-			poslist = append(poslist, page[i:i+n]...)
-			i += n
-			if !finishEntry() {
+			if cur != nil && !entry(page[i:i+n]) {
 				return i, bad("position list")
 			}
+			i += n
 		}
 		return i, nil
 	}
@@ -345,6 +348,8 @@ func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, 
 		return err
 	}
 	defer rows.Close()
+	termOffsets := x.termOffsets[:0]
+	defer func() { x.termOffsets = termOffsets }()
 	for pgno--; !done && rows.Next(); {
 		var id int64
 		var page sql.RawBytes // valid until the next row: what is kept is copied
@@ -362,7 +367,7 @@ func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, 
 		if szLeaf < 4 || szLeaf > len(page) || firstRowid > szLeaf {
 			return bad("page header")
 		}
-		var termOffsets []int
+		termOffsets = termOffsets[:0]
 		for i, off := szLeaf, 0; i < len(page); {
 			v, next, ok := ftsVarint(page, i)
 			if !ok {
@@ -383,13 +388,15 @@ func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, 
 		if inDoclist {
 			if pending > 0 {
 				n := min(pending, endOfContinuation-i)
-				poslist = append(poslist, page[i:i+n]...)
+				if cur != nil {
+					spill = append(spill, page[i:i+n]...)
+				}
 				pending -= n
 				i += n
 				if pending > 0 {
 					continue // the position list covers this whole page
 				}
-				if !finishEntry() {
+				if cur != nil && !entry(spill) {
 					return bad("position list")
 				}
 			}
@@ -443,7 +450,10 @@ func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, 
 				return nil // a prefix index (none is configured) or past the main index
 			}
 			if bytes.Compare(term, key) >= 0 {
-				cur = x.newDoclist(withPositions)
+				var stop bool
+				if cur, stop = open(term); stop {
+					return nil
+				}
 			}
 			end := szLeaf
 			if t+1 < len(termOffsets) {
@@ -483,16 +493,6 @@ func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, 
 // mergeNewer returns the doclist of older overridden by newer: a rowid
 // in newer takes newer's entry.
 func (x *ftsIndex) mergeNewer(older, newer *ftsDoclist) *ftsDoclist {
-	if older == nil || older.len() == 0 {
-		return newer
-	}
-	if newer.len() == 0 || newer.rowids[0] > older.rowids[older.len()-1] {
-		// Newer rows only (appends): older, then newer.
-		for j := range newer.len() {
-			older.copyEntry(newer, j)
-		}
-		return older
-	}
 	out := x.newDoclist(newer.withLists)
 	i, j := 0, 0
 	for i < older.len() || j < newer.len() {
@@ -508,6 +508,26 @@ func (x *ftsIndex) mergeNewer(older, newer *ftsDoclist) *ftsDoclist {
 		}
 	}
 	return out
+}
+
+// entries returns entries [from, to) of d, sharing its memory.
+func (d *ftsDoclist) entries(from, to int) *ftsDoclist {
+	v := &ftsDoclist{rowids: d.rowids[from:to:to], counts: d.counts[from:to:to], raw: d.raw, withLists: d.withLists}
+	if d.withLists {
+		v.starts = d.starts[from:to:to]
+	}
+	return v
+}
+
+// newerAppended returns d, whose entries from mark on were read from a
+// newer segment than those before, as one doclist: d itself when the
+// newer entries all come after the older ones (new rows: the usual case),
+// else the older entries overridden by the newer (mergeNewer).
+func (x *ftsIndex) newerAppended(d *ftsDoclist, mark int) *ftsDoclist {
+	if mark == 0 || mark == d.len() || d.rowids[mark] > d.rowids[mark-1] {
+		return d
+	}
+	return x.mergeNewer(d.entries(0, mark), d.entries(mark, d.len()))
 }
 
 // present drops the entries without positions (deleted rows).
@@ -530,17 +550,29 @@ func (x *ftsIndex) present(d *ftsDoclist) *ftsDoclist {
 func (x *ftsIndex) termDoclists(s ftsStructure, term string, prefix, withPositions bool) (map[string]*ftsDoclist, error) {
 	key := append([]byte{ftsMainPrefix}, term...)
 	byTerm := map[string]*ftsDoclist{}
+	var (
+		name string // the term being read
+		mark int    // where its entries from this segment start
+	)
+	open := func(t []byte) (*ftsDoclist, bool) {
+		if !bytes.HasPrefix(t, key) || (!prefix && len(t) != len(key)) {
+			return nil, true
+		}
+		d, ok := byTerm[string(t[1:])]
+		if !ok {
+			d = x.newDoclist(withPositions)
+			byTerm[string(t[1:])] = d
+		}
+		name, mark = string(t[1:]), d.len()
+		return d, false
+	}
+	closed := func(d *ftsDoclist) bool {
+		byTerm[name] = x.newerAppended(d, mark)
+		return prefix
+	}
 	// Oldest segment first, so that each newer one overrides.
 	for i := len(s.segments) - 1; i >= 0; i-- {
-		err := x.segmentTerms(s.segments[i], key, withPositions, func(t []byte, d *ftsDoclist) bool {
-			if !bytes.HasPrefix(t, key) || (!prefix && len(t) != len(key)) {
-				return false
-			}
-			name := string(t[1:])
-			byTerm[name] = x.mergeNewer(byTerm[name], d)
-			return prefix
-		})
-		if err != nil {
+		if err := x.segmentTerms(s.segments[i], key, withPositions, open, closed); err != nil {
 			return nil, err
 		}
 	}

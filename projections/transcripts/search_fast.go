@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
@@ -193,7 +194,8 @@ func phraseMatches(x *ftsIndex, s ftsStructure, p ftsPhrase, maxID int64) (phras
 }
 
 // prefixMatches adds up the occurrences of every term with the prefix,
-// row by row, in two arrays indexed by rowid.
+// row by row, in two arrays indexed by rowid (kept between searches:
+// prefixScratch).
 func prefixMatches(x *ftsIndex, s ftsStructure, prefix string, maxID int64) (phraseRows, error) {
 	lists, err := x.termDoclists(s, prefix, true, false)
 	if err != nil {
@@ -209,14 +211,27 @@ func prefixMatches(x *ftsIndex, s ftsStructure, prefix string, maxID int64) (phr
 		out.rowids, out.freqs, out.only = d.rowids, d.counts, make([]int32, d.len())
 		return out, nil
 	}
-	counts, only := make([]int32, maxID+1), make([]int32, maxID+1)
+	sc := prefixScratchPool.Get().(*prefixScratch)
+	if int64(len(sc.counts)) <= maxID {
+		sc.counts, sc.only = make([]int32, maxID+1), make([]int32, maxID+1)
+	}
+	counts, only := sc.counts, sc.only
 	n := 0
+	lo, hi := maxID+1, int64(-1) // the rowids seen
 	for ti, t := range out.terms {
 		d := lists[t]
-		for i, id := range d.rowids {
-			if id < 0 || id > maxID {
-				return phraseRows{}, errUnsupportedIndex
+		if d.len() == 0 {
+			continue
+		}
+		if d.rowids[0] < 0 || d.rowids[d.len()-1] > maxID {
+			if hi >= lo {
+				clear(counts[lo : hi+1])
 			}
+			prefixScratchPool.Put(sc)
+			return phraseRows{}, errUnsupportedIndex
+		}
+		lo, hi = min(lo, d.rowids[0]), max(hi, d.rowids[d.len()-1])
+		for i, id := range d.rowids {
 			if counts[id] == 0 {
 				only[id] = int32(ti)
 				n++
@@ -227,15 +242,27 @@ func prefixMatches(x *ftsIndex, s ftsStructure, prefix string, maxID int64) (phr
 		}
 	}
 	out.rowids, out.freqs, out.only = make([]int64, 0, n), make([]int32, 0, n), make([]int32, 0, n)
-	for id, c := range counts {
-		if c > 0 {
-			out.rowids = append(out.rowids, int64(id))
-			out.freqs = append(out.freqs, c)
-			out.only = append(out.only, only[id])
+	if hi >= lo {
+		for id, c := range counts[lo : hi+1] {
+			if c > 0 {
+				out.rowids = append(out.rowids, lo+int64(id))
+				out.freqs = append(out.freqs, c)
+				out.only = append(out.only, only[lo+int64(id)])
+			}
 		}
+		clear(counts[lo : hi+1])
 	}
+	prefixScratchPool.Put(sc)
 	return out, nil
 }
+
+// prefixScratch is prefixMatches' two arrays by rowid; counts is all
+// zeros between uses.
+type prefixScratch struct {
+	counts, only []int32
+}
+
+var prefixScratchPool = sync.Pool{New: func() any { return &prefixScratch{} }}
 
 // termsMatches returns the rows of a phrase of whole terms.
 func termsMatches(x *ftsIndex, s ftsStructure, p ftsPhrase) (rowids []int64, freqs []int32, err error) {
@@ -253,18 +280,21 @@ func termsMatches(x *ftsIndex, s ftsStructure, p ftsPhrase) (rowids []int64, fre
 	if len(lists) == 1 {
 		return first.rowids, first.counts, nil
 	}
-	// A row matches where term j is at position p+j for every j.
+	// A row matches where term j is at position p+j for every j: the
+	// rows of the first term, each looked for in the others' lists (all
+	// ascending), the position lists compared where it is in all.
 	idx := make([]int, len(lists))
-	positions := make([][]int64, len(lists))
-	var ok bool
+	cursors := make([]positionCursor, len(lists))
 	for i, id := range first.rowids {
 		all := true
 		for j := 1; j < len(lists); j++ {
 			l := lists[j]
-			for idx[j] < l.len() && l.rowids[idx[j]] < id {
-				idx[j]++
+			k := idx[j]
+			for k < len(l.rowids) && l.rowids[k] < id {
+				k++
 			}
-			if idx[j] == l.len() || l.rowids[idx[j]] != id {
+			idx[j] = k
+			if k == len(l.rowids) || l.rowids[k] != id {
 				all = false
 				break
 			}
@@ -272,23 +302,13 @@ func termsMatches(x *ftsIndex, s ftsStructure, p ftsPhrase) (rowids []int64, fre
 		if !all {
 			continue
 		}
-		var n int32
-		if positions[0], ok = first.positions(positions[0], i); !ok {
+		idx[0] = i
+		for j, l := range lists {
+			cursors[j] = positionCursor{list: l.raw[l.starts[idx[j]] : l.starts[idx[j]]+l.counts[idx[j]]]}
+		}
+		n, ok := phraseOccurrences(cursors)
+		if !ok {
 			return nil, nil, errUnsupportedIndex
-		}
-		for j := 1; j < len(lists); j++ {
-			if positions[j], ok = lists[j].positions(positions[j], idx[j]); !ok {
-				return nil, nil, errUnsupportedIndex
-			}
-		}
-		for _, pos := range positions[0] {
-			found := true
-			for j := 1; j < len(lists) && found; j++ {
-				found = containsInt64(positions[j], pos+int64(j))
-			}
-			if found {
-				n++
-			}
 		}
 		if n > 0 {
 			rowids = append(rowids, id)
@@ -298,13 +318,83 @@ func termsMatches(x *ftsIndex, s ftsStructure, p ftsPhrase) (rowids []int64, fre
 	return rowids, freqs, nil
 }
 
-func containsInt64(sorted []int64, v int64) bool {
-	for _, x := range sorted {
-		if x >= v {
-			return x == v
+// positionCursor reads a position list one position at a time.
+type positionCursor struct {
+	list     []byte
+	i        int
+	col, off int64
+}
+
+// next returns the next position (column<<32 | offset); end at the end of
+// the list, ok false for a list that does not parse.
+func (c *positionCursor) next() (pos int64, end, ok bool) {
+	for c.i < len(c.list) {
+		v, next, ok := ftsVarint(c.list, c.i)
+		if !ok {
+			return 0, false, false
 		}
+		c.i = next
+		if v == 1 { // a column marker, then the column number
+			col, next, ok := ftsVarint(c.list, c.i)
+			if !ok {
+				return 0, false, false
+			}
+			c.i, c.col, c.off = next, int64(col), 0
+			continue
+		}
+		if v < 2 {
+			return 0, false, false
+		}
+		c.off += int64(v) - 2
+		return c.col<<32 | c.off, false, true
 	}
-	return false
+	return 0, true, true
+}
+
+// phraseOccurrences counts the positions p of the first list such that
+// list j holds p+j for every j (positions ascend in each list, so every
+// list is read once).
+func phraseOccurrences(lists []positionCursor) (int32, bool) {
+	var n int32
+	// at[j] is list j's current position; every one starts at its first.
+	var small [8]int64
+	at := small[:0]
+	if len(lists) > len(small) {
+		at = make([]int64, 0, len(lists))
+	}
+	for j := range lists {
+		pos, end, ok := lists[j].next()
+		if !ok || end {
+			return 0, ok
+		}
+		at = append(at, pos)
+	}
+	for {
+		p := at[0]
+		found := true
+		for j := 1; j < len(lists); j++ {
+			want := p + int64(j)
+			for at[j] < want {
+				pos, end, ok := lists[j].next()
+				if !ok || end {
+					return n, ok
+				}
+				at[j] = pos
+			}
+			if at[j] != want {
+				found = false
+				break
+			}
+		}
+		if found {
+			n++
+		}
+		pos, end, ok := lists[0].next()
+		if !ok || end {
+			return n, ok
+		}
+		at[0] = pos
+	}
 }
 
 // scored is a match and its bm25() value, and, for a query with one
