@@ -166,7 +166,8 @@ func TestParseFastQuery(t *testing.T) {
 // context) of the fast path are those of SQLite's statements, including
 // prefix queries whose snippets come from the query with the row's only
 // term in place of the prefix, or from the scratch table (rows with
-// several terms of the prefix).
+// several terms of the prefix), and trigram queries, whose snippets all
+// come from the scratch table.
 func TestFastSearchResultsEqualSlow(t *testing.T) {
 	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
 	loadLengthsInline = true
@@ -181,7 +182,21 @@ func TestFastSearchResultsEqualSlow(t *testing.T) {
 		{Query: w[5] + " " + w[0][:3] + "*", Roles: []string{"assistant"}},
 		{Query: `"` + w[0] + " " + w[1] + `"`},
 		{Query: w[2]},
+		{Query: `"` + w[0] + " " + w[0] + `"`},
+		{Query: `"` + w[2] + " " + w[0] + " " + w[1] + `"`, Limit: 40},
 	}
+	var cjk []string
+	for _, cw := range c.cjkWords {
+		if runeLen(cw) >= 3 && len(cjk) < 3 {
+			cjk = append(cjk, cw)
+		}
+	}
+	queries = append(queries,
+		SearchQuery{Query: cjk[0]},
+		SearchQuery{Query: cjk[1], Limit: 50, Offset: 3},
+		SearchQuery{Query: cjk[1] + " " + cjk[2]},
+		SearchQuery{Query: cjk[0] + " OR " + cjk[2], Roles: []string{"user"}},
+	)
 	scratchBefore := scratchPages.Load()
 	for _, q := range queries {
 		before := fastSearches.Load()
