@@ -261,14 +261,38 @@ func decodePositions(dst []int64, poslist []byte) ([]int64, bool) {
 	return dst, true
 }
 
+// entrySink takes the entries of a term, one at a time, in the order
+// segmentTerms reads them: a doclist (appends them), or a caller that
+// works through them as they are read (a phrase's longest term, the
+// terms of a prefix). poslist is valid only during the call; false stops
+// the read with errUnsupportedIndex.
+type entrySink interface {
+	entry(rowid int64, poslist []byte) bool
+}
+
+// entry appends one entry to d.
+func (d *ftsDoclist) entry(rowid int64, poslist []byte) bool {
+	d.rowids = append(d.rowids, rowid)
+	if !d.withLists {
+		n, ok := countPositions(poslist)
+		d.counts = append(d.counts, n)
+		return ok
+	}
+	d.starts = append(d.starts, int32(len(d.raw)))
+	d.counts = append(d.counts, int32(len(poslist)))
+	d.raw = append(d.raw, poslist...)
+	return true
+}
+
 // segmentTerms reads seg from the page where key can start. For each term
-// at or after key (as stored: with the index prefix byte), in term order, open says where its entries go: a doclist to append
-// them to (nil: skip them), or stop to end the read there; after its last
-// entry, closed is called with that doclist and says whether to go on.
-// Entries are appended straight from the pages: a position list is copied
-// once (only one that runs over a page end goes through a buffer).
-func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool,
-	open func(term []byte) (d *ftsDoclist, stop bool), closed func(d *ftsDoclist) bool) error {
+// at or after key (as stored: with the index prefix byte), in term order,
+// open says where its entries go (nil: nowhere, they are skipped), or
+// stop to end the read there; after its last entry, closed is called
+// with that sink and says whether to go on. Entries are handed over
+// straight from the pages (only a position list that runs over a page end
+// goes through a buffer).
+func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte,
+	open func(term []byte) (sink entrySink, stop bool), closed func(sink entrySink) bool) error {
 	pgno, err := x.startPage(seg, key)
 	if err != nil {
 		return err
@@ -278,26 +302,14 @@ func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool,
 	}
 	var (
 		term      []byte
-		cur       *ftsDoclist // the doclist being read (nil: not in one, or skipping)
-		inDoclist bool        // a doclist may continue on the next page
+		cur       entrySink // where the term's entries go (nil: not in one, or skipping)
+		inDoclist bool      // a doclist may continue on the next page
 		rowid     int64
 		pending   int // position-list bytes still to read on the next page
 		spill     []byte
 		done      bool
 	)
-	// entry appends one entry of cur whose position list is poslist.
-	entry := func(poslist []byte) bool {
-		cur.rowids = append(cur.rowids, rowid)
-		if !withPositions {
-			n, ok := countPositions(poslist)
-			cur.counts = append(cur.counts, n)
-			return ok
-		}
-		cur.starts = append(cur.starts, int32(len(cur.raw)))
-		cur.counts = append(cur.counts, int32(len(poslist)))
-		cur.raw = append(cur.raw, poslist...)
-		return true
-	}
+	entry := func(poslist []byte) bool { return cur.entry(rowid, poslist) }
 	finishTerm := func() {
 		if cur != nil && !done {
 			done = !closed(cur)
@@ -554,7 +566,7 @@ func (x *ftsIndex) termDoclists(s ftsStructure, term string, prefix, withPositio
 		name string // the term being read
 		mark int    // where its entries from this segment start
 	)
-	open := func(t []byte) (*ftsDoclist, bool) {
+	open := func(t []byte) (entrySink, bool) {
 		if !bytes.HasPrefix(t, key) || (!prefix && len(t) != len(key)) {
 			return nil, true
 		}
@@ -566,13 +578,13 @@ func (x *ftsIndex) termDoclists(s ftsStructure, term string, prefix, withPositio
 		name, mark = string(t[1:]), d.len()
 		return d, false
 	}
-	closed := func(d *ftsDoclist) bool {
-		byTerm[name] = x.newerAppended(d, mark)
+	closed := func(sink entrySink) bool {
+		byTerm[name] = x.newerAppended(sink.(*ftsDoclist), mark)
 		return prefix
 	}
 	// Oldest segment first, so that each newer one overrides.
 	for i := len(s.segments) - 1; i >= 0; i-- {
-		if err := x.segmentTerms(s.segments[i], key, withPositions, open, closed); err != nil {
+		if err := x.segmentTerms(s.segments[i], key, open, closed); err != nil {
 			return nil, err
 		}
 	}
@@ -584,4 +596,72 @@ func (x *ftsIndex) termDoclists(s ftsStructure, term string, prefix, withPositio
 		}
 	}
 	return byTerm, nil
+}
+
+// streamTerm hands every entry of term (given without the index prefix
+// byte) to sink, segment by segment, oldest first: in ascending rowid
+// order when no newer segment holds a row of an older one (the sink
+// checks), and with the entries that delete a row (no positions).
+func (x *ftsIndex) streamTerm(s ftsStructure, term string, sink entrySink) error {
+	key := append([]byte{ftsMainPrefix}, term...)
+	open := func(t []byte) (entrySink, bool) {
+		if !bytes.Equal(t, key) {
+			return nil, true
+		}
+		return sink, false
+	}
+	closed := func(entrySink) bool { return false }
+	for i := len(s.segments) - 1; i >= 0; i-- {
+		if err := x.segmentTerms(s.segments[i], key, open, closed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// streamPrefix is streamTerm for every term starting with prefix: before
+// each term's entries in a segment, at says which term they are of.
+func (x *ftsIndex) streamPrefix(s ftsStructure, prefix string, sink entrySink, at func(term []byte)) error {
+	key := append([]byte{ftsMainPrefix}, prefix...)
+	open := func(t []byte) (entrySink, bool) {
+		if !bytes.HasPrefix(t, key) {
+			return nil, true
+		}
+		at(t[1:])
+		return sink, false
+	}
+	closed := func(entrySink) bool { return true }
+	for i := len(s.segments) - 1; i >= 0; i-- {
+		if err := x.segmentTerms(s.segments[i], key, open, closed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// termPages estimates how many leaf pages the doclists of term take over
+// every segment: from the page where it can start to the first page
+// %_idx lists with a later term.
+func (x *ftsIndex) termPages(s ftsStructure, term string) (int64, error) {
+	key := append([]byte{ftsMainPrefix}, term...)
+	var pages int64
+	for _, seg := range s.segments {
+		start, err := x.startPage(seg, key)
+		if err != nil {
+			return 0, err
+		}
+		var next int64
+		err = x.tx.QueryRowContext(x.ctx, `SELECT pgno FROM `+x.table+`_idx WHERE segid = ? AND term > ? ORDER BY term LIMIT 1`,
+			seg.id, key).Scan(&next)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			next = seg.last
+		case err != nil:
+			return 0, err
+		default:
+			next >>= 1
+		}
+		pages += max(next-start, 0) + 1
+	}
+	return pages, nil
 }

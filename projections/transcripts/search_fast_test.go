@@ -97,9 +97,13 @@ func TestFastScoresEqualBM25(t *testing.T) {
 		}
 	}
 	apply(1500)
+	merged := mergedReads.Load()
 	check("appended")
 	apply(700)
 	check("more appended")
+	if mergedReads.Load() != merged {
+		t.Errorf("rows only appended: %d phrases read merged, want every one streamed", mergedReads.Load()-merged)
+	}
 	var gone []events.Envelope
 	for _, sid := range []string{"20260301_000000_00000002", "20260301_000000_00000005"} {
 		gone = append(gone, c.h.tr(sid, events.TranscriptCleared{SessionID: sid, At: c.now})...)
@@ -107,7 +111,11 @@ func TestFastScoresEqualBM25(t *testing.T) {
 	sid := "20260301_000000_00000003"
 	gone = append(gone, c.h.tr(sid, events.TurnsRewound{SessionID: sid, TargetMessageID: 0, TurnsUndone: 1, At: c.now})...)
 	mustApply(t, p, gone)
+	merged = mergedReads.Load()
 	check("cleared and rewound")
+	if mergedReads.Load() == merged {
+		t.Errorf("after rows were re-indexed, no phrase was read merged: the merged path is not exercised")
+	}
 	apply(600)
 	check("appended after deletions")
 }

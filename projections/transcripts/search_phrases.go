@@ -1,0 +1,454 @@
+package transcripts
+
+import (
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// The rows of one phrase of a query, read from FTS5's index
+// (fts5index.go), each with the number of times the phrase occurs in it.
+// A phrase's idf needs every row where it occurs, so nothing can be
+// skipped; what is kept small is the work per entry. The phrase's longest
+// term (a common word: most of a million rows) is not stored: its entries
+// are compared with the other terms' as the pages are read (phraseStream).
+// The terms of a prefix are added up in an array by rowid as they are read
+// (prefixTally). Both need each term's rows to come in ascending order,
+// which they do when no newer segment holds a row of an older one (rows
+// are only appended); otherwise (a rewound or deleted row re-indexed) the
+// terms are read into merged doclists first, and the same code runs over
+// those.
+
+// mergedReads counts the phrases read from merged doclists because a newer
+// segment held rows of an older one, for tests.
+var mergedReads atomic.Int64
+
+// phraseRows are the rows where a phrase occurs, ascending, with its
+// number of occurrences in each (what bm25() adds up through xInst); for
+// a prefix, also the term each row holds when it holds only one.
+type phraseRows struct {
+	rowids []int64
+	freqs  []int32
+	only   []int32 // prefix: index in terms, or -1 for rows with several
+	terms  []string
+}
+
+// phraseMatches returns the rows of phrase p; maxID bounds the rowids.
+func phraseMatches(x *ftsIndex, s ftsStructure, p ftsPhrase, maxID int64) (phraseRows, error) {
+	if p.prefix {
+		return prefixMatches(x, s, p.terms[0], maxID)
+	}
+	return termsMatches(x, s, p)
+}
+
+// termsMatches returns the rows of a phrase of whole terms.
+func termsMatches(x *ftsIndex, s ftsStructure, p ftsPhrase) (phraseRows, error) {
+	if len(p.terms) == 1 {
+		byTerm, err := x.termDoclists(s, p.terms[0], false, false)
+		if err != nil {
+			return phraseRows{}, err
+		}
+		d := byTerm[p.terms[0]]
+		if d == nil {
+			return phraseRows{}, nil
+		}
+		return phraseRows{rowids: d.rowids, freqs: d.counts}, nil
+	}
+	// The longest term is streamed, the others read into doclists.
+	longest, most := 0, int64(-1)
+	for i, t := range p.terms {
+		pages, err := x.termPages(s, t)
+		if err != nil {
+			return phraseRows{}, err
+		}
+		if pages > most {
+			longest, most = i, pages
+		}
+	}
+	ps := &phraseStream{lists: make([]*ftsDoclist, len(p.terms)), streamed: longest,
+		idx: make([]int, len(p.terms)), cursors: make([]positionCursor, len(p.terms)), last: math.MinInt64}
+	for i, t := range p.terms {
+		if i == longest {
+			continue
+		}
+		byTerm, err := x.termDoclists(s, t, false, true)
+		if err != nil {
+			return phraseRows{}, err
+		}
+		if ps.lists[i] = byTerm[t]; ps.lists[i] == nil {
+			return phraseRows{}, nil
+		}
+	}
+	err := x.streamTerm(s, p.terms[longest], ps)
+	switch {
+	case ps.unordered:
+		// Read the longest term merged, and go through it again.
+		mergedReads.Add(1)
+		byTerm, err := x.termDoclists(s, p.terms[longest], false, true)
+		if err != nil {
+			return phraseRows{}, err
+		}
+		ps.reset()
+		d := byTerm[p.terms[longest]]
+		for i := 0; d != nil && i < d.len() && !ps.finished; i++ {
+			if !ps.entry(d.rowids[i], d.raw[d.starts[i]:d.starts[i]+d.counts[i]]) && !ps.finished {
+				return phraseRows{}, errUnsupportedIndex
+			}
+		}
+	case ps.finished:
+	case err != nil:
+		return phraseRows{}, err
+	}
+	return phraseRows{rowids: ps.rowids, freqs: ps.freqs}, nil
+}
+
+// phraseStream finds a phrase's rows from the entries of one of its terms
+// (streamed), given in ascending rowid order, and the doclists of the
+// others.
+type phraseStream struct {
+	lists    []*ftsDoclist // by term of the phrase; nil at streamed
+	streamed int
+	idx      []int // by term: the first entry not before the last rowid
+	cursors  []positionCursor
+	last     int64
+	// unordered: an entry came before the one before it (the caller
+	// reads the term merged instead); finished: one of the other terms
+	// has no rows left, so no row after can match.
+	unordered, finished bool
+	rowids              []int64
+	freqs               []int32
+}
+
+func (ps *phraseStream) reset() {
+	clear(ps.idx)
+	ps.last, ps.unordered, ps.finished = math.MinInt64, false, false
+	ps.rowids, ps.freqs = ps.rowids[:0], ps.freqs[:0]
+}
+
+// entry takes the streamed term's entry for rowid.
+func (ps *phraseStream) entry(rowid int64, poslist []byte) bool {
+	if rowid <= ps.last {
+		ps.unordered = true
+		return false
+	}
+	ps.last = rowid
+	for j, l := range ps.lists {
+		if j == ps.streamed {
+			continue
+		}
+		k := ps.idx[j]
+		for k < len(l.rowids) && l.rowids[k] < rowid {
+			k++
+		}
+		ps.idx[j] = k
+		if k == len(l.rowids) {
+			ps.finished = true
+			return false
+		}
+		if l.rowids[k] != rowid {
+			return true
+		}
+	}
+	if len(ps.lists) == 2 {
+		// The usual phrase: two words.
+		other := ps.lists[1-ps.streamed]
+		k := ps.idx[1-ps.streamed]
+		a, b := poslist, other.raw[other.starts[k]:other.starts[k]+other.counts[k]]
+		if ps.streamed == 1 {
+			a, b = b, a
+		}
+		n, ok := pairOccurrences(a, b)
+		if !ok {
+			return false
+		}
+		if n > 0 {
+			ps.rowids = append(ps.rowids, rowid)
+			ps.freqs = append(ps.freqs, n)
+		}
+		return true
+	}
+	for j, l := range ps.lists {
+		if j == ps.streamed {
+			ps.cursors[j] = positionCursor{list: poslist}
+		} else {
+			k := ps.idx[j]
+			ps.cursors[j] = positionCursor{list: l.raw[l.starts[k] : l.starts[k]+l.counts[k]]}
+		}
+	}
+	n, ok := phraseOccurrences(ps.cursors)
+	if !ok {
+		return false
+	}
+	if n > 0 {
+		ps.rowids = append(ps.rowids, rowid)
+		ps.freqs = append(ps.freqs, n)
+	}
+	return true
+}
+
+// positionCursor reads a position list one position at a time.
+type positionCursor struct {
+	list     []byte
+	i        int
+	col, off int64
+}
+
+// next returns the next position (column<<32 | offset); end at the end of
+// the list, ok false for a list that does not parse.
+func (c *positionCursor) next() (pos int64, end, ok bool) {
+	for c.i < len(c.list) {
+		v, next, ok := ftsVarint(c.list, c.i)
+		if !ok {
+			return 0, false, false
+		}
+		c.i = next
+		if v == 1 { // a column marker, then the column number
+			col, next, ok := ftsVarint(c.list, c.i)
+			if !ok {
+				return 0, false, false
+			}
+			c.i, c.col, c.off = next, int64(col), 0
+			continue
+		}
+		if v < 2 {
+			return 0, false, false
+		}
+		c.off += int64(v) - 2
+		return c.col<<32 | c.off, false, true
+	}
+	return 0, true, true
+}
+
+// pairOccurrences is phraseOccurrences of two lists: how many positions
+// p of a have p+1 in b. Lists of one position of one byte each (a word
+// that occurs once in a row, early) are compared without decoding.
+func pairOccurrences(a, b []byte) (int32, bool) {
+	if len(a) == 1 && len(b) == 1 && a[0] >= 2 && a[0] < 0x80 && b[0] >= 2 && b[0] < 0x80 {
+		if b[0] == a[0]+1 {
+			return 1, true
+		}
+		return 0, true
+	}
+	ca, cb := positionCursor{list: a}, positionCursor{list: b}
+	pa, end, ok := ca.next()
+	if !ok || end {
+		return 0, ok
+	}
+	pb, end, ok := cb.next()
+	if !ok || end {
+		return 0, ok
+	}
+	var n int32
+	for {
+		for pb < pa+1 {
+			if pb, end, ok = cb.next(); !ok || end {
+				return n, ok
+			}
+		}
+		if pb == pa+1 {
+			n++
+		}
+		if pa, end, ok = ca.next(); !ok || end {
+			return n, ok
+		}
+	}
+}
+
+// phraseOccurrences counts the positions p of the first list such that
+// list j holds p+j for every j (positions ascend in each list, so every
+// list is read once).
+func phraseOccurrences(lists []positionCursor) (int32, bool) {
+	var n int32
+	// at[j] is list j's current position; every one starts at its first.
+	var small [8]int64
+	at := small[:0]
+	if len(lists) > len(small) {
+		at = make([]int64, 0, len(lists))
+	}
+	for j := range lists {
+		pos, end, ok := lists[j].next()
+		if !ok || end {
+			return 0, ok
+		}
+		at = append(at, pos)
+	}
+	for {
+		p := at[0]
+		found := true
+		for j := 1; j < len(lists); j++ {
+			want := p + int64(j)
+			for at[j] < want {
+				pos, end, ok := lists[j].next()
+				if !ok || end {
+					return n, ok
+				}
+				at[j] = pos
+			}
+			if at[j] != want {
+				found = false
+				break
+			}
+		}
+		if found {
+			n++
+		}
+		pos, end, ok := lists[0].next()
+		if !ok || end {
+			return n, ok
+		}
+		at[0] = pos
+	}
+}
+
+// prefixMatches adds up the occurrences of every term with the prefix,
+// row by row, as the entries are read (prefixTally).
+func prefixMatches(x *ftsIndex, s ftsStructure, prefix string, maxID int64) (phraseRows, error) {
+	pt := prefixTallyPool.Get().(*prefixTally)
+	defer prefixTallyPool.Put(pt)
+	pt.start(maxID)
+	err := x.streamPrefix(s, prefix, pt, pt.at)
+	if pt.unordered {
+		// Read every term merged, and tally them again.
+		mergedReads.Add(1)
+		pt.clear()
+		lists, err := x.termDoclists(s, prefix, true, false)
+		if err != nil {
+			return phraseRows{}, err
+		}
+		terms := make([]string, 0, len(lists))
+		for t := range lists {
+			terms = append(terms, t)
+		}
+		slices.Sort(terms)
+		for _, t := range terms {
+			pt.at([]byte(t))
+			d := lists[t]
+			for i, id := range d.rowids {
+				if !pt.add(id, d.counts[i]) {
+					pt.clear()
+					return phraseRows{}, errUnsupportedIndex
+				}
+			}
+		}
+	} else if err != nil {
+		pt.clear()
+		return phraseRows{}, err
+	}
+	return pt.rows(), nil
+}
+
+// prefixTally adds up, in an array by rowid, the occurrences of the terms
+// of a prefix, and which term a row holds when it holds only one. Kept
+// between searches (prefixTallyPool): its array is all zeros between
+// uses.
+type prefixTally struct {
+	byRow    []rowTally
+	maxID    int64
+	terms    []string // in the order they were read
+	term     int32    // the term whose entries are being read
+	last     []int64  // by term: the last rowid read
+	lo, hi   int64    // the rowids tallied
+	n        int      // rows tallied
+	outOfIDs bool     // a rowid above maxID
+	// unordered: an entry came before the one before it of the same
+	// term (the caller reads the terms merged instead).
+	unordered bool
+}
+
+// rowTally is one row's occurrences of a prefix's terms and its only term
+// (index in prefixTally.terms, or -1 for several).
+type rowTally struct {
+	count, only int32
+}
+
+var prefixTallyPool = sync.Pool{New: func() any { return &prefixTally{} }}
+
+func (pt *prefixTally) start(maxID int64) {
+	if int64(len(pt.byRow)) <= maxID {
+		pt.byRow = make([]rowTally, maxID+1)
+	}
+	pt.maxID, pt.terms, pt.last = maxID, pt.terms[:0], pt.last[:0]
+	pt.lo, pt.hi, pt.n, pt.outOfIDs, pt.unordered = maxID+1, -1, 0, false, false
+}
+
+// clear sets the rows tallied back to zero.
+func (pt *prefixTally) clear() {
+	if pt.hi >= pt.lo {
+		clear(pt.byRow[pt.lo : pt.hi+1])
+	}
+	pt.lo, pt.hi, pt.n = pt.maxID+1, -1, 0
+	pt.terms, pt.last = pt.terms[:0], pt.last[:0]
+}
+
+// at says the entries that follow are term's.
+func (pt *prefixTally) at(term []byte) {
+	i := slices.Index(pt.terms, string(term))
+	if i < 0 {
+		i = len(pt.terms)
+		pt.terms = append(pt.terms, string(term))
+		pt.last = append(pt.last, math.MinInt64)
+	}
+	pt.term = int32(i)
+}
+
+func (pt *prefixTally) entry(rowid int64, poslist []byte) bool {
+	if rowid <= pt.last[pt.term] {
+		pt.unordered = true
+		return false
+	}
+	pt.last[pt.term] = rowid
+	n, ok := countPositions(poslist)
+	return ok && pt.add(rowid, n)
+}
+
+// add tallies n occurrences of the current term in rowid (none: an entry
+// that deletes the row).
+func (pt *prefixTally) add(rowid int64, n int32) bool {
+	if rowid < 0 || rowid > pt.maxID {
+		pt.outOfIDs = true
+		return false
+	}
+	if n == 0 {
+		return true
+	}
+	t := &pt.byRow[rowid]
+	if t.count == 0 {
+		t.only = pt.term
+		pt.n++
+	} else {
+		t.only = -1
+	}
+	t.count += n
+	pt.lo, pt.hi = min(pt.lo, rowid), max(pt.hi, rowid)
+	return true
+}
+
+// rows returns the rows tallied, ascending, the terms sorted, and leaves
+// the array all zeros.
+func (pt *prefixTally) rows() phraseRows {
+	out := phraseRows{terms: slices.Clone(pt.terms)}
+	slices.Sort(out.terms)
+	rank := make([]int32, len(pt.terms))
+	for i, t := range pt.terms {
+		j, _ := slices.BinarySearch(out.terms, t)
+		rank[i] = int32(j)
+	}
+	out.rowids, out.freqs, out.only = make([]int64, 0, pt.n), make([]int32, 0, pt.n), make([]int32, 0, pt.n)
+	if pt.hi >= pt.lo {
+		for i, t := range pt.byRow[pt.lo : pt.hi+1] {
+			if t.count == 0 {
+				continue
+			}
+			only := int32(-1)
+			if t.only >= 0 {
+				only = rank[t.only]
+			}
+			out.rowids = append(out.rowids, pt.lo+int64(i))
+			out.freqs = append(out.freqs, t.count)
+			out.only = append(out.only, only)
+		}
+	}
+	pt.clear()
+	return out
+}
