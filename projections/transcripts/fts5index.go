@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 )
@@ -70,8 +71,6 @@ type ftsIndex struct {
 	// used holds the doclists handed out, returned to doclistPool by
 	// release.
 	used []*ftsDoclist
-	// termOffsets is segmentTerms' buffer for a page's term offsets.
-	termOffsets []int
 }
 
 // doclistPool keeps doclists' buffers between searches: a common word's
@@ -293,63 +292,51 @@ func (d *ftsDoclist) entry(rowid int64, poslist []byte) bool {
 // goes through a buffer).
 func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte,
 	open func(term []byte) (sink entrySink, stop bool), closed func(sink entrySink) bool) error {
-	pgno, err := x.startPage(seg, key)
+	r, err := x.readSegment(seg, key, open, closed)
 	if err != nil {
 		return err
 	}
-	bad := func(what string) error {
-		return fmt.Errorf("%w: %s, segment %d page %d", errUnsupportedIndex, what, seg.id, pgno)
-	}
-	var (
-		term      []byte
-		cur       entrySink // where the term's entries go (nil: not in one, or skipping)
-		inDoclist bool      // a doclist may continue on the next page
-		rowid     int64
-		pending   int // position-list bytes still to read on the next page
-		spill     []byte
-		done      bool
-	)
-	entry := func(poslist []byte) bool { return cur.entry(rowid, poslist) }
-	finishTerm := func() {
-		if cur != nil && !done {
-			done = !closed(cur)
+	defer r.close()
+	for {
+		more, err := r.page()
+		if err != nil {
+			return err
 		}
-		cur = nil
-	}
-	// entries reads doclist entries of page from i to end; the first
-	// rowid is absolute when absolute is set. (An entry's delete flag is
-	// not looked at: an entry with positions is present even if it also
-	// deletes an older version.)
-	entries := func(page []byte, i, end int, absolute bool) (int, error) {
-		for i < end {
-			v, next, ok := ftsVarint(page, i)
-			if !ok {
-				return i, bad("rowid")
-			}
-			if absolute {
-				rowid, absolute = int64(v), false
-			} else {
-				rowid += int64(v)
-			}
-			size, next2, ok := ftsVarint(page, next)
-			if !ok {
-				return i, bad("position list size")
-			}
-			i = next2
-			n := int(size >> 1)
-			if i+n > end {
-				if cur != nil {
-					spill = append(spill[:0], page[i:end]...)
-				}
-				pending = n - (end - i)
-				return end, nil
-			}
-			if cur != nil && !entry(page[i:i+n]) {
-				return i, bad("position list")
-			}
-			i += n
+		if !more {
+			return r.finish()
 		}
-		return i, nil
+	}
+}
+
+// segmentReader is segmentTerms one leaf page at a time, so that the
+// entries of several terms can be read side by side (termCursor).
+type segmentReader struct {
+	seg    ftsSegment
+	key    []byte
+	open   func(term []byte) (entrySink, bool)
+	closed func(entrySink) bool
+	rows   *sql.Rows
+	base   int64 // the first %_data id of the segment
+	pgno   int64 // the page read last
+	// The state carried from page to page.
+	term      []byte
+	cur       entrySink // where the term's entries go (nil: not in one, or skipping)
+	inDoclist bool      // a doclist may continue on the next page
+	rowid     int64
+	pending   int // position-list bytes still to read on the next page
+	spill     []byte
+	// done: a sink said to stop; stopped: open did, or the main index
+	// ended (the pages after are not read).
+	done, stopped bool
+	termOffsets   []int
+}
+
+// readSegment starts reading seg at the page where key can start.
+func (x *ftsIndex) readSegment(seg ftsSegment, key []byte,
+	open func(term []byte) (entrySink, bool), closed func(entrySink) bool) (*segmentReader, error) {
+	pgno, err := x.startPage(seg, key)
+	if err != nil {
+		return nil, err
 	}
 	// The leaves of a segment are the rows segid<<37 + page number, in
 	// order; they are read as one range.
@@ -357,147 +344,210 @@ func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte,
 	rows, err := x.tx.QueryContext(x.ctx, `SELECT id, block FROM `+x.table+`_data WHERE id BETWEEN ? AND ? ORDER BY id`,
 		base+pgno, base+seg.last)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer rows.Close()
-	termOffsets := x.termOffsets[:0]
-	defer func() { x.termOffsets = termOffsets }()
-	for pgno--; !done && rows.Next(); {
-		var id int64
-		var page sql.RawBytes // valid until the next row: what is kept is copied
-		if err := rows.Scan(&id, &page); err != nil {
-			return err
+	return &segmentReader{seg: seg, key: key, open: open, closed: closed, rows: rows, base: base, pgno: pgno - 1}, nil
+}
+
+func (r *segmentReader) close() { _ = r.rows.Close() } // a read-only query of the caller's transaction
+
+func (r *segmentReader) bad(what string) error {
+	return fmt.Errorf("%w: %s, segment %d page %d", errUnsupportedIndex, what, r.seg.id, r.pgno)
+}
+
+func (r *segmentReader) finishTerm() {
+	if r.cur != nil && !r.done {
+		r.done = !r.closed(r.cur)
+	}
+	r.cur = nil
+}
+
+// entries reads doclist entries of page from i to end; the first rowid is
+// absolute when absolute is set. (An entry's delete flag is not looked at:
+// an entry with positions is present even if it also deletes an older
+// version.)
+func (r *segmentReader) entries(page []byte, i, end int, absolute bool) error {
+	for i < end {
+		v, next, ok := ftsVarint(page, i)
+		if !ok {
+			return r.bad("rowid")
 		}
-		if pgno++; id != base+pgno {
-			return bad("missing page")
+		if absolute {
+			r.rowid, absolute = int64(v), false
+		} else {
+			r.rowid += int64(v)
 		}
-		if len(page) < 4 {
-			return bad("short page")
+		size, next2, ok := ftsVarint(page, next)
+		if !ok {
+			return r.bad("position list size")
 		}
-		firstRowid := int(binary.BigEndian.Uint16(page[0:2]))
-		szLeaf := int(binary.BigEndian.Uint16(page[2:4]))
-		if szLeaf < 4 || szLeaf > len(page) || firstRowid > szLeaf {
-			return bad("page header")
+		i = next2
+		n := int(size >> 1)
+		if i+n > end {
+			if r.cur != nil {
+				r.spill = append(r.spill[:0], page[i:end]...)
+			}
+			r.pending = n - (end - i)
+			return nil
 		}
-		termOffsets = termOffsets[:0]
-		for i, off := szLeaf, 0; i < len(page); {
-			v, next, ok := ftsVarint(page, i)
+		if r.cur != nil && !r.cur.entry(r.rowid, page[i:i+n]) {
+			return r.bad("position list")
+		}
+		i += n
+	}
+	return nil
+}
+
+// page reads the next leaf page; false when the read is over (finish
+// then checks it ended where it should).
+func (r *segmentReader) page() (bool, error) {
+	if r.done || r.stopped || !r.rows.Next() {
+		return false, nil
+	}
+	var id int64
+	var page sql.RawBytes // valid until the next row: what is kept is copied
+	if err := r.rows.Scan(&id, &page); err != nil {
+		return false, err
+	}
+	if r.pgno++; id != r.base+r.pgno {
+		return false, r.bad("missing page")
+	}
+	if len(page) < 4 {
+		return false, r.bad("short page")
+	}
+	firstRowid := int(binary.BigEndian.Uint16(page[0:2]))
+	szLeaf := int(binary.BigEndian.Uint16(page[2:4]))
+	if szLeaf < 4 || szLeaf > len(page) || firstRowid > szLeaf {
+		return false, r.bad("page header")
+	}
+	termOffsets := r.termOffsets[:0]
+	for i, off := szLeaf, 0; i < len(page); {
+		v, next, ok := ftsVarint(page, i)
+		if !ok {
+			return false, r.bad("page footer")
+		}
+		off += int(v)
+		if off < 4 || off > szLeaf {
+			return false, r.bad("term offset")
+		}
+		termOffsets = append(termOffsets, off)
+		i = next
+	}
+	r.termOffsets = termOffsets
+	endOfContinuation := szLeaf
+	if len(termOffsets) > 0 {
+		endOfContinuation = termOffsets[0]
+	}
+	i := 4
+	if r.inDoclist {
+		if r.pending > 0 {
+			n := min(r.pending, endOfContinuation-i)
+			if r.cur != nil {
+				r.spill = append(r.spill, page[i:i+n]...)
+			}
+			r.pending -= n
+			i += n
+			if r.pending > 0 {
+				return true, nil // the position list covers this whole page
+			}
+			if r.cur != nil && !r.cur.entry(r.rowid, r.spill) {
+				return false, r.bad("position list")
+			}
+		}
+		if firstRowid != 0 {
+			if firstRowid != i {
+				return false, r.bad("first rowid offset")
+			}
+			if err := r.entries(page, i, endOfContinuation, true); err != nil {
+				return false, err
+			}
+			if r.pending > 0 {
+				if len(termOffsets) > 0 {
+					return false, r.bad("position list runs into a term")
+				}
+				return true, nil
+			}
+		}
+		if len(termOffsets) == 0 && firstRowid != 0 {
+			return true, nil // the doclist may go on
+		}
+		r.inDoclist = false
+		if r.finishTerm(); r.done {
+			return false, nil
+		}
+	} else if firstRowid != 0 && len(termOffsets) == 0 {
+		return true, nil // a page of a doclist started before key's page
+	}
+	for t, off := range termOffsets {
+		i = off
+		if t == 0 {
+			n, next, ok := ftsVarint(page, i)
+			if !ok || next+int(n) > szLeaf {
+				return false, r.bad("first term")
+			}
+			r.term = append(r.term[:0], page[next:next+int(n)]...)
+			i = next + int(n)
+		} else {
+			keep, next, ok := ftsVarint(page, i)
 			if !ok {
-				return bad("page footer")
+				return false, r.bad("term prefix")
 			}
-			off += int(v)
-			if off < 4 || off > szLeaf {
-				return bad("term offset")
+			n, next2, ok := ftsVarint(page, next)
+			if !ok || int(keep) > len(r.term) || next2+int(n) > szLeaf {
+				return false, r.bad("term suffix")
 			}
-			termOffsets = append(termOffsets, off)
-			i = next
+			r.term = append(r.term[:keep], page[next2:next2+int(n)]...)
+			i = next2 + int(n)
 		}
-		endOfContinuation := szLeaf
-		if len(termOffsets) > 0 {
-			endOfContinuation = termOffsets[0]
+		if len(r.term) == 0 || r.term[0] != ftsMainPrefix {
+			r.stopped = true // a prefix index (none is configured) or past the main index
+			return false, nil
 		}
-		i := 4
-		if inDoclist {
-			if pending > 0 {
-				n := min(pending, endOfContinuation-i)
-				if cur != nil {
-					spill = append(spill, page[i:i+n]...)
-				}
-				pending -= n
-				i += n
-				if pending > 0 {
-					continue // the position list covers this whole page
-				}
-				if cur != nil && !entry(spill) {
-					return bad("position list")
-				}
+		if bytes.Compare(r.term, r.key) >= 0 {
+			var stop bool
+			if r.cur, stop = r.open(r.term); stop {
+				r.stopped = true
+				return false, nil
 			}
-			if firstRowid != 0 {
-				if firstRowid != i {
-					return bad("first rowid offset")
-				}
-				if _, err = entries(page, i, endOfContinuation, true); err != nil {
-					return err
-				}
-				if pending > 0 {
-					if len(termOffsets) > 0 {
-						return bad("position list runs into a term")
-					}
-					continue
-				}
-			}
-			if len(termOffsets) == 0 && firstRowid != 0 {
-				continue // the doclist may go on
-			}
-			inDoclist = false
-			finishTerm()
-			if done {
-				break
-			}
-		} else if firstRowid != 0 && len(termOffsets) == 0 {
-			continue // a page of a doclist started before key's page
 		}
-		for t, off := range termOffsets {
-			i = off
-			if t == 0 {
-				n, next, ok := ftsVarint(page, i)
-				if !ok || next+int(n) > szLeaf {
-					return bad("first term")
-				}
-				term = append(term[:0], page[next:next+int(n)]...)
-				i = next + int(n)
-			} else {
-				keep, next, ok := ftsVarint(page, i)
-				if !ok {
-					return bad("term prefix")
-				}
-				n, next2, ok := ftsVarint(page, next)
-				if !ok || int(keep) > len(term) || next2+int(n) > szLeaf {
-					return bad("term suffix")
-				}
-				term = append(term[:keep], page[next2:next2+int(n)]...)
-				i = next2 + int(n)
+		end := szLeaf
+		if t+1 < len(termOffsets) {
+			end = termOffsets[t+1]
+		}
+		if err := r.entries(page, i, end, true); err != nil {
+			return false, err
+		}
+		if t+1 < len(termOffsets) {
+			if r.pending > 0 {
+				return false, r.bad("position list runs into a term")
 			}
-			if len(term) == 0 || term[0] != ftsMainPrefix {
-				return nil // a prefix index (none is configured) or past the main index
+			if r.finishTerm(); r.done {
+				return false, nil
 			}
-			if bytes.Compare(term, key) >= 0 {
-				var stop bool
-				if cur, stop = open(term); stop {
-					return nil
-				}
-			}
-			end := szLeaf
-			if t+1 < len(termOffsets) {
-				end = termOffsets[t+1]
-			}
-			if _, err = entries(page, i, end, true); err != nil {
-				return err
-			}
-			if t+1 < len(termOffsets) {
-				if pending > 0 {
-					return bad("position list runs into a term")
-				}
-				finishTerm()
-				if done {
-					break
-				}
-			} else {
-				inDoclist = true
-			}
+		} else {
+			r.inDoclist = true
 		}
 	}
-	if err := rows.Err(); err != nil {
+	return true, nil
+}
+
+// finish ends a read that page ended: the term being read is closed, and
+// a read that ran to the end of the segment must have read its last page.
+func (r *segmentReader) finish() error {
+	if err := r.rows.Err(); err != nil {
 		return err
 	}
-	if !done && pgno != seg.last {
-		return bad("missing last page")
+	if r.done || r.stopped {
+		return nil
 	}
-	if inDoclist && !done {
-		if pending > 0 {
-			return fmt.Errorf("%w: position list runs past segment %d", errUnsupportedIndex, seg.id)
+	if r.pgno != r.seg.last {
+		return r.bad("missing last page")
+	}
+	if r.inDoclist {
+		if r.pending > 0 {
+			return fmt.Errorf("%w: position list runs past segment %d", errUnsupportedIndex, r.seg.id)
 		}
-		finishTerm()
+		r.finishTerm()
 	}
 	return nil
 }
@@ -664,4 +714,118 @@ func (x *ftsIndex) termPages(s ftsStructure, term string) (int64, error) {
 		pages += max(next-start, 0) + 1
 	}
 	return pages, nil
+}
+
+// errUnordered says a term's entries did not come in ascending rowid
+// order: a newer segment holds rows of an older one (a row deleted or
+// indexed again). The caller reads the doclists merged instead.
+var errUnordered = errors.New("fts5 doclist: a newer segment holds rows of an older one")
+
+// termCursor walks the entries of one term, in ascending rowid order:
+// read from the index a page at a time, segment by segment, oldest first
+// (errUnordered if a newer segment goes back), or from a doclist already
+// read (list).
+type termCursor struct {
+	x        *ftsIndex
+	key      []byte
+	segments []ftsSegment // still to read, the oldest last
+	r        *segmentReader
+	batch    termBatch // the entries of the pages read last
+	at       int       // the next entry of batch (or of list)
+	list     *ftsDoclist
+	// The current entry: its rowid (math.MinInt64 before the first) and
+	// position list, valid until next.
+	rowid   int64
+	poslist []byte
+}
+
+// termBatch holds the entries a termCursor read from its last pages.
+type termBatch struct {
+	rowids []int64
+	ends   []int32 // the position list of entry i ends at raw[ends[i]]
+	raw    []byte
+}
+
+func (b *termBatch) entry(rowid int64, poslist []byte) bool {
+	b.rowids = append(b.rowids, rowid)
+	b.raw = append(b.raw, poslist...)
+	b.ends = append(b.ends, int32(len(b.raw)))
+	return true
+}
+
+// cursor returns a cursor over the entries of term (without the index
+// prefix byte) in the index.
+func (x *ftsIndex) cursor(s ftsStructure, term string) *termCursor {
+	return &termCursor{x: x, key: append([]byte{ftsMainPrefix}, term...), segments: slices.Clone(s.segments), rowid: math.MinInt64}
+}
+
+// listCursor returns a cursor over the entries of d.
+func listCursor(d *ftsDoclist) *termCursor {
+	return &termCursor{list: d, rowid: math.MinInt64}
+}
+
+// next moves to the next entry; false at the end.
+func (c *termCursor) next() (bool, error) {
+	if c.list != nil {
+		if c.at == c.list.len() {
+			return false, nil
+		}
+		i := c.at
+		c.at++
+		c.rowid, c.poslist = c.list.rowids[i], c.list.raw[c.list.starts[i]:c.list.starts[i]+c.list.counts[i]]
+		return true, nil
+	}
+	for c.at == len(c.batch.rowids) {
+		c.batch.rowids, c.batch.ends, c.batch.raw, c.at = c.batch.rowids[:0], c.batch.ends[:0], c.batch.raw[:0], 0
+		if c.r == nil {
+			if len(c.segments) == 0 {
+				return false, nil
+			}
+			seg := c.segments[len(c.segments)-1]
+			c.segments = c.segments[:len(c.segments)-1]
+			open := func(t []byte) (entrySink, bool) {
+				if !bytes.Equal(t, c.key) {
+					return nil, true
+				}
+				return &c.batch, false
+			}
+			r, err := c.x.readSegment(seg, c.key, open, func(entrySink) bool { return false })
+			if err != nil {
+				return false, err
+			}
+			c.r = r
+		}
+		more, err := c.r.page()
+		if err != nil {
+			return false, err
+		}
+		if !more {
+			err := c.r.finish()
+			c.r.close()
+			c.r = nil
+			if err != nil {
+				return false, err
+			}
+		}
+	}
+	i := c.at
+	c.at++
+	start := int32(0)
+	if i > 0 {
+		start = c.batch.ends[i-1]
+	}
+	rowid := c.batch.rowids[i]
+	if rowid <= c.rowid {
+		return false, errUnordered
+	}
+	c.rowid, c.poslist = rowid, c.batch.raw[start:c.batch.ends[i]]
+	return true, nil
+}
+
+// close ends the read of the segment being read, if any.
+func (c *termCursor) close() {
+	if c.r != nil {
+		c.r.close()
+		c.r = nil
+	}
 }

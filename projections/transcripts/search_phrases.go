@@ -1,6 +1,7 @@
 package transcripts
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"sync"
@@ -55,7 +56,7 @@ func termsMatches(x *ftsIndex, s ftsStructure, p ftsPhrase) (phraseRows, error) 
 		}
 		return phraseRows{rowids: d.rowids, freqs: d.counts}, nil
 	}
-	// The longest term is streamed, the others read into doclists.
+	// The longest term is streamed, the others walked beside it.
 	longest, most := 0, int64(-1)
 	for i, t := range p.terms {
 		pages, err := x.termPages(s, t)
@@ -66,64 +67,80 @@ func termsMatches(x *ftsIndex, s ftsStructure, p ftsPhrase) (phraseRows, error) 
 			longest, most = i, pages
 		}
 	}
-	ps := &phraseStream{lists: make([]*ftsDoclist, len(p.terms)), streamed: longest,
-		idx: make([]int, len(p.terms)), cursors: make([]positionCursor, len(p.terms)), last: math.MinInt64}
-	for i, t := range p.terms {
-		if i == longest {
-			continue
-		}
-		byTerm, err := x.termDoclists(s, t, false, true)
-		if err != nil {
-			return phraseRows{}, err
-		}
-		if ps.lists[i] = byTerm[t]; ps.lists[i] == nil {
-			return phraseRows{}, nil
-		}
-	}
-	err := x.streamTerm(s, p.terms[longest], ps)
-	switch {
-	case ps.unordered:
-		// Read the longest term merged, and go through it again.
+	rows, err := phraseStreamed(x, s, p, longest, false)
+	if errors.Is(err, errUnordered) {
 		mergedReads.Add(1)
-		byTerm, err := x.termDoclists(s, p.terms[longest], false, true)
-		if err != nil {
-			return phraseRows{}, err
-		}
-		ps.reset()
-		d := byTerm[p.terms[longest]]
-		for i := 0; d != nil && i < d.len() && !ps.finished; i++ {
-			if !ps.entry(d.rowids[i], d.raw[d.starts[i]:d.starts[i]+d.counts[i]]) && !ps.finished {
-				return phraseRows{}, errUnsupportedIndex
+		rows, err = phraseStreamed(x, s, p, longest, true)
+	}
+	return rows, err
+}
+
+// phraseStreamed finds the rows of phrase p from its term longest, read
+// as a stream, and cursors over its other terms: in the index, or (merged)
+// over their doclists merged from every segment, the longest term's too.
+func phraseStreamed(x *ftsIndex, s ftsStructure, p ftsPhrase, longest int, merged bool) (phraseRows, error) {
+	ps := &phraseStream{others: make([]*termCursor, len(p.terms)), streamed: longest,
+		cursors: make([]positionCursor, len(p.terms)), last: math.MinInt64}
+	defer func() {
+		for _, c := range ps.others {
+			if c != nil {
+				c.close()
 			}
 		}
-	case ps.finished:
-	case err != nil:
+	}()
+	doclist := func(t string) (*ftsDoclist, error) {
+		byTerm, err := x.termDoclists(s, t, false, true)
+		return byTerm[t], err
+	}
+	for i, t := range p.terms {
+		switch {
+		case i == longest:
+		case !merged:
+			ps.others[i] = x.cursor(s, t)
+		default:
+			d, err := doclist(t)
+			if err != nil || d == nil {
+				return phraseRows{}, err
+			}
+			ps.others[i] = listCursor(d)
+		}
+	}
+	var err error
+	if merged {
+		var d *ftsDoclist
+		if d, err = doclist(p.terms[longest]); err != nil || d == nil {
+			return phraseRows{}, err
+		}
+		for i := 0; i < d.len() && ps.entry(d.rowids[i], d.raw[d.starts[i]:d.starts[i]+d.counts[i]]); i++ {
+		}
+	} else {
+		err = x.streamTerm(s, p.terms[longest], ps)
+	}
+	switch {
+	case ps.unordered:
+		return phraseRows{}, errUnordered
+	case ps.err != nil:
+		return phraseRows{}, ps.err
+	case !ps.finished && err != nil:
 		return phraseRows{}, err
 	}
 	return phraseRows{rowids: ps.rowids, freqs: ps.freqs}, nil
 }
 
 // phraseStream finds a phrase's rows from the entries of one of its terms
-// (streamed), given in ascending rowid order, and the doclists of the
-// others.
+// (streamed), given in ascending rowid order, and cursors over the others.
 type phraseStream struct {
-	lists    []*ftsDoclist // by term of the phrase; nil at streamed
+	others   []*termCursor // by term of the phrase; nil at streamed
 	streamed int
-	idx      []int // by term: the first entry not before the last rowid
 	cursors  []positionCursor
 	last     int64
-	// unordered: an entry came before the one before it (the caller
-	// reads the term merged instead); finished: one of the other terms
-	// has no rows left, so no row after can match.
+	// unordered: an entry came before the one before it; finished: one
+	// of the other terms has no rows left, so no row after can match;
+	// err: a cursor failed, or a position list did not parse.
 	unordered, finished bool
+	err                 error
 	rowids              []int64
 	freqs               []int32
-}
-
-func (ps *phraseStream) reset() {
-	clear(ps.idx)
-	ps.last, ps.unordered, ps.finished = math.MinInt64, false, false
-	ps.rowids, ps.freqs = ps.rowids[:0], ps.freqs[:0]
 }
 
 // entry takes the streamed term's entry for rowid.
@@ -133,51 +150,50 @@ func (ps *phraseStream) entry(rowid int64, poslist []byte) bool {
 		return false
 	}
 	ps.last = rowid
-	for j, l := range ps.lists {
-		if j == ps.streamed {
+	for _, c := range ps.others {
+		if c == nil {
 			continue
 		}
-		k := ps.idx[j]
-		for k < len(l.rowids) && l.rowids[k] < rowid {
-			k++
+		for c.rowid < rowid {
+			more, err := c.next()
+			if errors.Is(err, errUnordered) {
+				ps.unordered = true
+				return false
+			}
+			if err != nil {
+				ps.err = err
+				return false
+			}
+			if !more {
+				ps.finished = true
+				return false
+			}
 		}
-		ps.idx[j] = k
-		if k == len(l.rowids) {
-			ps.finished = true
-			return false
-		}
-		if l.rowids[k] != rowid {
+		if c.rowid != rowid {
 			return true
 		}
 	}
-	if len(ps.lists) == 2 {
+	var n int32
+	var ok bool
+	if len(ps.others) == 2 {
 		// The usual phrase: two words.
-		other := ps.lists[1-ps.streamed]
-		k := ps.idx[1-ps.streamed]
-		a, b := poslist, other.raw[other.starts[k]:other.starts[k]+other.counts[k]]
-		if ps.streamed == 1 {
-			a, b = b, a
-		}
-		n, ok := pairOccurrences(a, b)
-		if !ok {
-			return false
-		}
-		if n > 0 {
-			ps.rowids = append(ps.rowids, rowid)
-			ps.freqs = append(ps.freqs, n)
-		}
-		return true
-	}
-	for j, l := range ps.lists {
-		if j == ps.streamed {
-			ps.cursors[j] = positionCursor{list: poslist}
+		if ps.streamed == 0 {
+			n, ok = pairOccurrences(poslist, ps.others[1].poslist)
 		} else {
-			k := ps.idx[j]
-			ps.cursors[j] = positionCursor{list: l.raw[l.starts[k] : l.starts[k]+l.counts[k]]}
+			n, ok = pairOccurrences(ps.others[0].poslist, poslist)
 		}
+	} else {
+		for j, c := range ps.others {
+			if j == ps.streamed {
+				ps.cursors[j] = positionCursor{list: poslist}
+			} else {
+				ps.cursors[j] = positionCursor{list: c.poslist}
+			}
+		}
+		n, ok = phraseOccurrences(ps.cursors)
 	}
-	n, ok := phraseOccurrences(ps.cursors)
 	if !ok {
+		ps.err = errUnsupportedIndex
 		return false
 	}
 	if n > 0 {
