@@ -367,15 +367,17 @@ func (r *segmentReader) finishTerm() {
 // an entry with positions is present even if it also deletes an older
 // version.)
 func (r *segmentReader) entries(page []byte, i, end int, absolute bool) error {
+	rowid, cur := r.rowid, r.cur
+	defer func() { r.rowid = rowid }()
 	for i < end {
 		v, next, ok := ftsVarint(page, i)
 		if !ok {
 			return r.bad("rowid")
 		}
 		if absolute {
-			r.rowid, absolute = int64(v), false
+			rowid, absolute = int64(v), false
 		} else {
-			r.rowid += int64(v)
+			rowid += int64(v)
 		}
 		size, next2, ok := ftsVarint(page, next)
 		if !ok {
@@ -384,13 +386,13 @@ func (r *segmentReader) entries(page []byte, i, end int, absolute bool) error {
 		i = next2
 		n := int(size >> 1)
 		if i+n > end {
-			if r.cur != nil {
+			if cur != nil {
 				r.spill = append(r.spill[:0], page[i:end]...)
 			}
 			r.pending = n - (end - i)
 			return nil
 		}
-		if r.cur != nil && !r.cur.entry(r.rowid, page[i:i+n]) {
+		if cur != nil && !cur.entry(rowid, page[i:i+n]) {
 			return r.bad("position list")
 		}
 		i += n
@@ -730,16 +732,19 @@ type termCursor struct {
 	key      []byte
 	segments []ftsSegment // still to read, the oldest last
 	r        *segmentReader
-	batch    termBatch // the entries of the pages read last
+	batch    termBatch // the entries of the page read last
 	at       int       // the next entry of batch (or of list)
 	list     *ftsDoclist
 	// The current entry: its rowid (math.MinInt64 before the first) and
-	// position list, valid until next.
+	// position list, valid until the next seek.
 	rowid   int64
 	poslist []byte
+	// before is the last rowid of the batches before this one; first
+	// the first rowid read (math.MinInt64: none yet).
+	before, first int64
 }
 
-// termBatch holds the entries a termCursor read from its last pages.
+// termBatch holds the entries a termCursor read from its last page.
 type termBatch struct {
 	rowids []int64
 	ends   []int32 // the position list of entry i ends at raw[ends[i]]
@@ -756,7 +761,8 @@ func (b *termBatch) entry(rowid int64, poslist []byte) bool {
 // cursor returns a cursor over the entries of term (without the index
 // prefix byte) in the index.
 func (x *ftsIndex) cursor(s ftsStructure, term string) *termCursor {
-	return &termCursor{x: x, key: append([]byte{ftsMainPrefix}, term...), segments: slices.Clone(s.segments), rowid: math.MinInt64}
+	return &termCursor{x: x, key: append([]byte{ftsMainPrefix}, term...), segments: slices.Clone(s.segments),
+		rowid: math.MinInt64, before: math.MinInt64, first: math.MinInt64}
 }
 
 // listCursor returns a cursor over the entries of d.
@@ -764,19 +770,53 @@ func listCursor(d *ftsDoclist) *termCursor {
 	return &termCursor{list: d, rowid: math.MinInt64}
 }
 
-// next moves to the next entry; false at the end.
-func (c *termCursor) next() (bool, error) {
-	if c.list != nil {
-		if c.at == c.list.len() {
-			return false, nil
-		}
-		i := c.at
-		c.at++
-		c.rowid, c.poslist = c.list.rowids[i], c.list.raw[c.list.starts[i]:c.list.starts[i]+c.list.counts[i]]
+// seek moves to the first entry at or after rowid (staying where it is if
+// the current one is); false when there is none.
+func (c *termCursor) seek(rowid int64) (bool, error) {
+	if c.rowid >= rowid {
 		return true, nil
 	}
-	for c.at == len(c.batch.rowids) {
-		c.batch.rowids, c.batch.ends, c.batch.raw, c.at = c.batch.rowids[:0], c.batch.ends[:0], c.batch.raw[:0], 0
+	if c.list != nil {
+		rs, i := c.list.rowids, c.at
+		for i < len(rs) && rs[i] < rowid {
+			i++
+		}
+		if i == len(rs) {
+			c.at = i
+			return false, nil
+		}
+		c.at = i + 1
+		c.rowid, c.poslist = rs[i], c.list.raw[c.list.starts[i]:c.list.starts[i]+c.list.counts[i]]
+		return true, nil
+	}
+	for {
+		rs, i := c.batch.rowids, c.at
+		for i < len(rs) && rs[i] < rowid {
+			i++
+		}
+		if i < len(rs) {
+			c.at = i + 1
+			start := int32(0)
+			if i > 0 {
+				start = c.batch.ends[i-1]
+			}
+			c.rowid, c.poslist = rs[i], c.batch.raw[start:c.batch.ends[i]]
+			return true, nil
+		}
+		if more, err := c.fill(); !more || err != nil {
+			return false, err
+		}
+	}
+}
+
+// fill replaces the batch with the entries of the next page that has any;
+// false at the end of the last segment.
+func (c *termCursor) fill() (bool, error) {
+	if n := len(c.batch.rowids); n > 0 {
+		c.before = c.batch.rowids[n-1]
+	}
+	c.batch.rowids, c.batch.ends, c.batch.raw, c.at = c.batch.rowids[:0], c.batch.ends[:0], c.batch.raw[:0], 0
+	for len(c.batch.rowids) == 0 {
 		if c.r == nil {
 			if len(c.segments) == 0 {
 				return false, nil
@@ -808,17 +848,14 @@ func (c *termCursor) next() (bool, error) {
 			}
 		}
 	}
-	i := c.at
-	c.at++
-	start := int32(0)
-	if i > 0 {
-		start = c.batch.ends[i-1]
-	}
-	rowid := c.batch.rowids[i]
-	if rowid <= c.rowid {
+	// Within a segment the rowids ascend (they are stored as deltas);
+	// a newer segment must start after the older ones.
+	if c.batch.rowids[0] <= c.before {
 		return false, errUnordered
 	}
-	c.rowid, c.poslist = rowid, c.batch.raw[start:c.batch.ends[i]]
+	if c.first == math.MinInt64 {
+		c.first = c.batch.rowids[0]
+	}
 	return true, nil
 }
 

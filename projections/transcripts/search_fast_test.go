@@ -3,6 +3,7 @@ package transcripts
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -53,7 +54,19 @@ func TestFastScoresEqualBM25(t *testing.T) {
 		}
 		return qs
 	}()
+	var checkOnce func(stage string)
 	check := func(stage string) {
+		t.Helper()
+		defer func(old int64) { parallelPages = old }(parallelPages)
+		for _, parallelPages = range []int64{parallelPages, 0} {
+			bySegments := segmentReads.Load()
+			checkOnce(fmt.Sprintf("%s, phrases of %d+ pages by segments", stage, parallelPages))
+			if parallelPages == 0 && segmentReads.Load() == bySegments {
+				t.Errorf("%s: no phrase was read by segments", stage)
+			}
+		}
+	}
+	checkOnce = func(stage string) {
 		t.Helper()
 		ctx := context.Background()
 		for _, q := range queries {

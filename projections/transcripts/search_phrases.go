@@ -1,8 +1,10 @@
 package transcripts
 
 import (
+	"cmp"
 	"errors"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -20,6 +22,9 @@ import (
 // are only appended); otherwise (a rewound or deleted row re-indexed) the
 // terms are read into merged doclists first, and the same code runs over
 // those.
+
+// segmentReads counts the phrases read by phraseBySegments, for tests.
+var segmentReads atomic.Int64
 
 // mergedReads counts the phrases read from merged doclists because a newer
 // segment held rows of an older one, for tests.
@@ -67,7 +72,13 @@ func termsMatches(x *ftsIndex, s ftsStructure, p ftsPhrase) (phraseRows, error) 
 			longest, most = i, pages
 		}
 	}
-	rows, err := phraseStreamed(x, s, p, longest, false)
+	var rows phraseRows
+	var err error
+	if most >= parallelPages && len(s.segments) > 1 && runtime.GOMAXPROCS(0) > 1 {
+		rows, err = phraseBySegments(x, s, p, longest)
+	} else {
+		rows, err = phraseStreamed(x, s, p, longest, false)
+	}
 	if errors.Is(err, errUnordered) {
 		mergedReads.Add(1)
 		rows, err = phraseStreamed(x, s, p, longest, true)
@@ -79,8 +90,7 @@ func termsMatches(x *ftsIndex, s ftsStructure, p ftsPhrase) (phraseRows, error) 
 // as a stream, and cursors over its other terms: in the index, or (merged)
 // over their doclists merged from every segment, the longest term's too.
 func phraseStreamed(x *ftsIndex, s ftsStructure, p ftsPhrase, longest int, merged bool) (phraseRows, error) {
-	ps := &phraseStream{others: make([]*termCursor, len(p.terms)), streamed: longest,
-		cursors: make([]positionCursor, len(p.terms)), last: math.MinInt64}
+	ps := newPhraseStream(p, longest)
 	defer func() {
 		for _, c := range ps.others {
 			if c != nil {
@@ -127,13 +137,139 @@ func phraseStreamed(x *ftsIndex, s ftsStructure, p ftsPhrase, longest int, merge
 	return phraseRows{rowids: ps.rowids, freqs: ps.freqs}, nil
 }
 
+// parallelPages is how long (in leaf pages, about 4 KB each) the longest
+// term of a phrase must be for phraseBySegments to read it (a variable
+// for tests, which run both ways).
+var parallelPages int64 = 256
+
+// phraseBySegments is phraseStreamed on two goroutines: each reads whole
+// segments (a term's entries of one segment, and the other terms' of the
+// same segment), the segments shared out by size. A row's current entries
+// are all in the segment that indexed it last, so each segment's matches
+// are found in it alone, as long as no newer segment holds rows of an
+// older one: each term's rowids are checked to ascend from segment to
+// segment, oldest first (errUnordered otherwise; every entry of every term
+// is read for that).
+func phraseBySegments(x *ftsIndex, s ftsStructure, p ftsPhrase, longest int) (phraseRows, error) {
+	type part struct {
+		rows        phraseRows
+		first, last []int64 // by term: the segment's first and last rowid, math.MinInt64 if none
+		err         error
+	}
+	segmentReads.Add(1)
+	parts := make([]part, len(s.segments))
+	read := func(i int) {
+		one := ftsStructure{segments: s.segments[i : i+1], writeCounter: s.writeCounter}
+		ps := newPhraseStream(p, longest)
+		ps.drain = true
+		pt := &parts[i]
+		defer func() {
+			for _, c := range ps.others {
+				if c != nil {
+					c.close()
+				}
+			}
+		}()
+		for j, t := range p.terms {
+			if j != longest {
+				ps.others[j] = x.cursor(one, t)
+			}
+		}
+		err := x.streamTerm(one, p.terms[longest], ps)
+		switch {
+		case ps.unordered:
+			pt.err = errUnordered
+		case ps.err != nil:
+			pt.err = ps.err
+		case err != nil:
+			pt.err = err
+		}
+		if pt.err != nil {
+			return
+		}
+		pt.first, pt.last = make([]int64, len(p.terms)), make([]int64, len(p.terms))
+		for j, c := range ps.others {
+			if c == nil {
+				pt.first[j], pt.last[j] = ps.first, ps.last
+				continue
+			}
+			if _, err := c.seek(math.MaxInt64); err != nil {
+				pt.err = err
+				return
+			}
+			pt.first[j], pt.last[j] = c.first, max(c.before, c.rowid)
+		}
+		pt.rows = phraseRows{rowids: ps.rowids, freqs: ps.freqs}
+	}
+	// Two shares of about the same number of pages.
+	order := make([]int, len(s.segments))
+	for i := range order {
+		order[i] = i
+	}
+	pages := func(i int) int64 { return s.segments[i].last - s.segments[i].first + 1 }
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(pages(b), pages(a)) })
+	var shares [2][]int
+	var sizes [2]int64
+	for _, i := range order {
+		k := 0
+		if sizes[1] < sizes[0] {
+			k = 1
+		}
+		shares[k], sizes[k] = append(shares[k], i), sizes[k]+pages(i)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for _, i := range shares[1] {
+			read(i)
+		}
+	})
+	for _, i := range shares[0] {
+		read(i)
+	}
+	wg.Wait()
+	// The segments oldest first: each term's rows must ascend.
+	var out phraseRows
+	prev := make([]int64, len(p.terms))
+	for j := range prev {
+		prev[j] = math.MinInt64
+	}
+	for i := len(parts) - 1; i >= 0; i-- {
+		pt := parts[i]
+		if pt.err != nil {
+			return phraseRows{}, pt.err
+		}
+		for j := range prev {
+			if pt.first[j] == math.MinInt64 {
+				continue
+			}
+			if pt.first[j] <= prev[j] {
+				return phraseRows{}, errUnordered
+			}
+			prev[j] = pt.last[j]
+		}
+		out.rowids = append(out.rowids, pt.rows.rowids...)
+		out.freqs = append(out.freqs, pt.rows.freqs...)
+	}
+	return out, nil
+}
+
+func newPhraseStream(p ftsPhrase, longest int) *phraseStream {
+	return &phraseStream{others: make([]*termCursor, len(p.terms)), streamed: longest,
+		cursors: make([]positionCursor, len(p.terms)), first: math.MinInt64, last: math.MinInt64}
+}
+
 // phraseStream finds a phrase's rows from the entries of one of its terms
 // (streamed), given in ascending rowid order, and cursors over the others.
 type phraseStream struct {
 	others   []*termCursor // by term of the phrase; nil at streamed
 	streamed int
 	cursors  []positionCursor
-	last     int64
+	// first and last are the first and the last rowid of the streamed
+	// term (math.MinInt64: none yet).
+	first, last int64
+	// drain: once finished, take the streamed term's entries to its end
+	// (their order is checked) instead of stopping.
+	drain bool
 	// unordered: an entry came before the one before it; finished: one
 	// of the other terms has no rows left, so no row after can match;
 	// err: a cursor failed, or a position list did not parse.
@@ -149,27 +285,29 @@ func (ps *phraseStream) entry(rowid int64, poslist []byte) bool {
 		ps.unordered = true
 		return false
 	}
+	if ps.first == math.MinInt64 {
+		ps.first = rowid
+	}
 	ps.last = rowid
+	if ps.finished {
+		return true // draining
+	}
 	for _, c := range ps.others {
 		if c == nil {
 			continue
 		}
-		for c.rowid < rowid {
-			more, err := c.next()
-			if errors.Is(err, errUnordered) {
-				ps.unordered = true
-				return false
-			}
-			if err != nil {
-				ps.err = err
-				return false
-			}
-			if !more {
-				ps.finished = true
-				return false
-			}
-		}
-		if c.rowid != rowid {
+		more, err := c.seek(rowid)
+		switch {
+		case errors.Is(err, errUnordered):
+			ps.unordered = true
+			return false
+		case err != nil:
+			ps.err = err
+			return false
+		case !more:
+			ps.finished = true
+			return ps.drain
+		case c.rowid != rowid:
 			return true
 		}
 	}
