@@ -497,7 +497,7 @@ func prefixMatches(x *ftsIndex, s ftsStructure, prefix string, maxID int64) (phr
 // between searches (prefixTallyPool): its array is all zeros between
 // uses.
 type prefixTally struct {
-	byRow    []rowTally
+	byRow    []rowTally // by rowid
 	maxID    int64
 	terms    []string // in the order they were read
 	term     int32    // the term whose entries are being read
@@ -505,16 +505,23 @@ type prefixTally struct {
 	lo, hi   int64    // the rowids tallied
 	n        int      // rows tallied
 	outOfIDs bool     // a rowid above maxID
+	overflow bool     // a row with more occurrences than a rowTally holds
 	// unordered: an entry came before the one before it of the same
 	// term (the caller reads the terms merged instead).
 	unordered bool
 }
 
-// rowTally is one row's occurrences of a prefix's terms and its only term
-// (index in prefixTally.terms, or -1 for several).
-type rowTally struct {
-	count, only int32
-}
+// rowTally is one row's occurrences of a prefix's terms (the low 16 bits;
+// 0: none) and its only term (the high 16 bits: its index in
+// prefixTally.terms + 1, or severalTerms), in 4 bytes: the array is read
+// and written at random (about 1 row in 5 of a million for a common
+// prefix), so its size is what it costs.
+type rowTally uint32
+
+// severalTerms marks a row holding several terms of the prefix (or one
+// whose index does not fit: its snippet comes from the user's query,
+// which gives the same).
+const severalTerms = 0xffff
 
 var prefixTallyPool = sync.Pool{New: func() any { return &prefixTally{} }}
 
@@ -523,7 +530,7 @@ func (pt *prefixTally) start(maxID int64) {
 		pt.byRow = make([]rowTally, maxID+1)
 	}
 	pt.maxID, pt.terms, pt.last = maxID, pt.terms[:0], pt.last[:0]
-	pt.lo, pt.hi, pt.n, pt.outOfIDs, pt.unordered = maxID+1, -1, 0, false, false
+	pt.lo, pt.hi, pt.n, pt.outOfIDs, pt.overflow, pt.unordered = maxID+1, -1, 0, false, false, false
 }
 
 // clear sets the rows tallied back to zero.
@@ -566,14 +573,19 @@ func (pt *prefixTally) add(rowid int64, n int32) bool {
 	if n == 0 {
 		return true
 	}
-	t := &pt.byRow[rowid]
-	if t.count == 0 {
-		t.only = pt.term
+	t := pt.byRow[rowid]
+	if t == 0 {
+		t = rowTally(min(pt.term+1, severalTerms)) << 16
 		pt.n++
 	} else {
-		t.only = -1
+		t |= severalTerms << 16
 	}
-	t.count += n
+	count := uint32(t&0xffff) + uint32(n)
+	if n < 0 || count > 0xffff {
+		pt.overflow = true
+		return false
+	}
+	pt.byRow[rowid] = t&^0xffff | rowTally(count)
 	pt.lo, pt.hi = min(pt.lo, rowid), max(pt.hi, rowid)
 	return true
 }
@@ -591,15 +603,15 @@ func (pt *prefixTally) rows() phraseRows {
 	out.rowids, out.freqs, out.only = make([]int64, 0, pt.n), make([]int32, 0, pt.n), make([]int32, 0, pt.n)
 	if pt.hi >= pt.lo {
 		for i, t := range pt.byRow[pt.lo : pt.hi+1] {
-			if t.count == 0 {
+			if t == 0 {
 				continue
 			}
 			only := int32(-1)
-			if t.only >= 0 {
-				only = rank[t.only]
+			if term := t >> 16; term != severalTerms {
+				only = rank[term-1]
 			}
 			out.rowids = append(out.rowids, pt.lo+int64(i))
-			out.freqs = append(out.freqs, t.count)
+			out.freqs = append(out.freqs, int32(t&0xffff))
 			out.only = append(out.only, only)
 		}
 	}

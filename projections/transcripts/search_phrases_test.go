@@ -92,3 +92,45 @@ func TestPhraseOccurrences(t *testing.T) {
 		t.Errorf("pairOccurrences of a truncated varint: ok, want not ok")
 	}
 }
+
+// TestPrefixTally: given the entries of a prefix's terms, when they are
+// tallied by row, then each row has the sum of its occurrences and the
+// index (in the sorted terms) of its only term, or -1; entries without
+// positions add nothing; the array is left all zeros; a row past what a
+// tally holds, or a rowid past the table, is refused.
+func TestPrefixTally(t *testing.T) {
+	var pt prefixTally
+	pt.start(10)
+	pt.at([]byte("deploy"))
+	for _, e := range [][2]int64{{3, 2}, {5, 1}} {
+		if !pt.add(e[0], int32(e[1])) {
+			t.Fatalf("add(%d, %d) refused", e[0], e[1])
+		}
+	}
+	pt.at([]byte("deploy"[:3] + "ing"))
+	for _, e := range [][2]int64{{5, 4}, {7, 0}, {9, 1}} {
+		if !pt.add(e[0], int32(e[1])) {
+			t.Fatalf("add(%d, %d) refused", e[0], e[1])
+		}
+	}
+
+	got := pt.rows()
+
+	want := phraseRows{rowids: []int64{3, 5, 9}, freqs: []int32{2, 5, 1}, only: []int32{1, -1, 0}, terms: []string{"deping", "deploy"}}
+	if !slices.Equal(got.rowids, want.rowids) || !slices.Equal(got.freqs, want.freqs) || !slices.Equal(got.only, want.only) || !slices.Equal(got.terms, want.terms) {
+		t.Errorf("rows() = %+v, want %+v", got, want)
+	}
+	if i := slices.IndexFunc(pt.byRow, func(r rowTally) bool { return r != 0 }); i >= 0 {
+		t.Errorf("row %d of the tally is %#x after rows(), want 0", i, pt.byRow[i])
+	}
+
+	pt.start(10)
+	pt.at([]byte("x"))
+	if !pt.add(2, 0xffff) || pt.add(2, 1) || !pt.overflow {
+		t.Errorf("a row with 0x10000 occurrences: not refused as an overflow")
+	}
+	pt.clear()
+	if pt.add(11, 1) || !pt.outOfIDs {
+		t.Errorf("rowid 11 of a tally up to 10: not refused")
+	}
+}
