@@ -196,11 +196,6 @@ type ftsDoclist struct {
 
 func (d *ftsDoclist) len() int { return len(d.rowids) }
 
-// positions decodes the positions of entry i (column<<32 | offset).
-func (d *ftsDoclist) positions(dst []int64, i int) ([]int64, bool) {
-	return decodePositions(dst[:0], d.raw[d.starts[i]:d.starts[i]+d.counts[i]])
-}
-
 // copyEntry appends entry i of from.
 func (d *ftsDoclist) copyEntry(from *ftsDoclist, i int) {
 	d.rowids = append(d.rowids, from.rowids[i])
@@ -232,32 +227,6 @@ func countPositions(poslist []byte) (int32, bool) {
 		n++
 	}
 	return n, true
-}
-
-// decodePositions appends the positions of one position list.
-func decodePositions(dst []int64, poslist []byte) ([]int64, bool) {
-	var col, prev int64
-	for i := 0; i < len(poslist); {
-		v, next, ok := ftsVarint(poslist, i)
-		if !ok {
-			return dst, false
-		}
-		i = next
-		if v == 1 { // a column marker, then the column number
-			c, next, ok := ftsVarint(poslist, i)
-			if !ok {
-				return dst, false
-			}
-			i, col, prev = next, int64(c), 0
-			continue
-		}
-		if v < 2 {
-			return dst, false
-		}
-		prev += int64(v) - 2
-		dst = append(dst, col<<32|prev)
-	}
-	return dst, true
 }
 
 // entrySink takes the entries of a term, one at a time, in the order
