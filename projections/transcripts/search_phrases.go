@@ -3,6 +3,7 @@ package transcripts
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"slices"
@@ -13,9 +14,11 @@ import (
 // The rows of one phrase of a query, read from FTS5's index
 // (fts5index.go), each with the number of times the phrase occurs in it.
 // A phrase's idf needs every row where it occurs, so nothing can be
-// skipped; what is kept small is the work per entry. The phrase's longest
-// term (a common word: most of a million rows) is not stored: its entries
-// are compared with the other terms' as the pages are read (phraseStream).
+// skipped; what is kept small is the work per entry. No term of a phrase
+// is stored whole: its longest term (a common word: most of a million
+// rows) is read as a stream, and each entry compared with the other
+// terms', read beside it a page at a time (phraseStream, termCursor); a
+// long one is read by segments on two goroutines (phraseBySegments).
 // The terms of a prefix are added up in an array by rowid as they are read
 // (prefixTally). Both need each term's rows to come in ascending order,
 // which they do when no newer segment holds a row of an older one (rows
@@ -487,6 +490,9 @@ func prefixMatches(x *ftsIndex, s ftsStructure, prefix string, maxID int64) (phr
 		}
 	} else if err != nil {
 		pt.clear()
+		if pt.outOfIDs || pt.overflow {
+			return phraseRows{}, fmt.Errorf("%w: %s* has a row the tally does not hold", errUnsupportedIndex, prefix)
+		}
 		return phraseRows{}, err
 	}
 	return pt.rows(), nil
