@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 )
@@ -195,11 +196,6 @@ type ftsDoclist struct {
 
 func (d *ftsDoclist) len() int { return len(d.rowids) }
 
-// positions decodes the positions of entry i (column<<32 | offset).
-func (d *ftsDoclist) positions(dst []int64, i int) ([]int64, bool) {
-	return decodePositions(dst[:0], d.raw[d.starts[i]:d.starts[i]+d.counts[i]])
-}
-
 // copyEntry appends entry i of from.
 func (d *ftsDoclist) copyEntry(from *ftsDoclist, i int) {
 	d.rowids = append(d.rowids, from.rowids[i])
@@ -233,108 +229,83 @@ func countPositions(poslist []byte) (int32, bool) {
 	return n, true
 }
 
-// decodePositions appends the positions of one position list.
-func decodePositions(dst []int64, poslist []byte) ([]int64, bool) {
-	var col, prev int64
-	for i := 0; i < len(poslist); {
-		v, next, ok := ftsVarint(poslist, i)
-		if !ok {
-			return dst, false
-		}
-		i = next
-		if v == 1 { // a column marker, then the column number
-			c, next, ok := ftsVarint(poslist, i)
-			if !ok {
-				return dst, false
-			}
-			i, col, prev = next, int64(c), 0
-			continue
-		}
-		if v < 2 {
-			return dst, false
-		}
-		prev += int64(v) - 2
-		dst = append(dst, col<<32|prev)
-	}
-	return dst, true
+// entrySink takes the entries of a term, one at a time, in the order
+// segmentTerms reads them: a doclist (appends them), or a caller that
+// works through them as they are read (a phrase's longest term, the
+// terms of a prefix). poslist is valid only during the call; false stops
+// the read with errUnsupportedIndex.
+type entrySink interface {
+	entry(rowid int64, poslist []byte) bool
 }
 
-// segmentTerms reads seg from the page where key can start and calls
-// visit with each term (without the index prefix byte) at or after key and
-// its doclist, in term order, while visit returns true.
-func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, visit func(term []byte, d *ftsDoclist) bool) error {
-	pgno, err := x.startPage(seg, key)
+// entry appends one entry to d.
+func (d *ftsDoclist) entry(rowid int64, poslist []byte) bool {
+	d.rowids = append(d.rowids, rowid)
+	if !d.withLists {
+		n, ok := countPositions(poslist)
+		d.counts = append(d.counts, n)
+		return ok
+	}
+	d.starts = append(d.starts, int32(len(d.raw)))
+	d.counts = append(d.counts, int32(len(poslist)))
+	d.raw = append(d.raw, poslist...)
+	return true
+}
+
+// segmentTerms reads seg from the page where key can start. For each term
+// at or after key (as stored: with the index prefix byte), in term order,
+// open says where its entries go (nil: nowhere, they are skipped), or
+// stop to end the read there; after its last entry, closed is called
+// with that sink and says whether to go on. Entries are handed over
+// straight from the pages (only a position list that runs over a page end
+// goes through a buffer).
+func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte,
+	open func(term []byte) (sink entrySink, stop bool), closed func(sink entrySink) bool) error {
+	r, err := x.readSegment(seg, key, open, closed)
 	if err != nil {
 		return err
 	}
-	bad := func(what string) error {
-		return fmt.Errorf("%w: %s, segment %d page %d", errUnsupportedIndex, what, seg.id, pgno)
+	defer r.close()
+	for {
+		more, err := r.page()
+		if err != nil {
+			return err
+		}
+		if !more {
+			return r.finish()
+		}
 	}
-	var (
-		term      []byte
-		cur       *ftsDoclist // the doclist being read (nil: not in one, or skipping)
-		inDoclist bool        // a doclist may continue on the next page
-		rowid     int64
-		pending   int  // position-list bytes still to read on the next page
-		deleted   bool // the entry being read carries the delete flag
-		poslist   []byte
-		done      bool
-	)
-	finishEntry := func() bool {
-		if cur == nil {
-			return true
-		}
-		_ = deleted // an entry with positions is present even if it deletes an older version
-		cur.rowids = append(cur.rowids, rowid)
-		if !withPositions {
-			n, ok := countPositions(poslist)
-			cur.counts = append(cur.counts, n)
-			return ok
-		}
-		cur.starts = append(cur.starts, int32(len(cur.raw)))
-		cur.counts = append(cur.counts, int32(len(poslist)))
-		cur.raw = append(cur.raw, poslist...)
-		return true
-	}
-	finishTerm := func() {
-		if cur != nil && !done {
-			done = !visit(term, cur)
-		}
-		cur = nil
-	}
-	// entries reads doclist entries of page from i to end; the first
-	// rowid is absolute when absolute is set.
-	entries := func(page []byte, i, end int, absolute bool) (int, error) {
-		for i < end {
-			v, next, ok := ftsVarint(page, i)
-			if !ok {
-				return i, bad("rowid")
-			}
-			if absolute {
-				rowid, absolute = int64(v), false
-			} else {
-				rowid += int64(v)
-			}
-			size, next2, ok := ftsVarint(page, next)
-			if !ok {
-				return i, bad("position list size")
-			}
-			i = next2
-			n := int(size >> 1)
-			deleted = size&1 == 1
-			poslist = poslist[:0]
-			if i+n > end {
-				poslist = append(poslist, page[i:end]...)
-				pending = n - (end - i)
-				return end, nil
-			}
-			poslist = append(poslist, page[i:i+n]...)
-			i += n
-			if !finishEntry() {
-				return i, bad("position list")
-			}
-		}
-		return i, nil
+}
+
+// segmentReader is segmentTerms one leaf page at a time, so that the
+// entries of several terms can be read side by side (termCursor).
+type segmentReader struct {
+	seg    ftsSegment
+	key    []byte
+	open   func(term []byte) (entrySink, bool)
+	closed func(entrySink) bool
+	rows   *sql.Rows
+	base   int64 // the first %_data id of the segment
+	pgno   int64 // the page read last
+	// The state carried from page to page.
+	term      []byte
+	cur       entrySink // where the term's entries go (nil: not in one, or skipping)
+	inDoclist bool      // a doclist may continue on the next page
+	rowid     int64
+	pending   int // position-list bytes still to read on the next page
+	spill     []byte
+	// done: a sink said to stop; stopped: open did, or the main index
+	// ended (the pages after are not read).
+	done, stopped bool
+	termOffsets   []int
+}
+
+// readSegment starts reading seg at the page where key can start.
+func (x *ftsIndex) readSegment(seg ftsSegment, key []byte,
+	open func(term []byte) (entrySink, bool), closed func(entrySink) bool) (*segmentReader, error) {
+	pgno, err := x.startPage(seg, key)
+	if err != nil {
+		return nil, err
 	}
 	// The leaves of a segment are the rows segid<<37 + page number, in
 	// order; they are read as one range.
@@ -342,140 +313,212 @@ func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, 
 	rows, err := x.tx.QueryContext(x.ctx, `SELECT id, block FROM `+x.table+`_data WHERE id BETWEEN ? AND ? ORDER BY id`,
 		base+pgno, base+seg.last)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer rows.Close()
-	for pgno--; !done && rows.Next(); {
-		var id int64
-		var page sql.RawBytes // valid until the next row: what is kept is copied
-		if err := rows.Scan(&id, &page); err != nil {
-			return err
+	return &segmentReader{seg: seg, key: key, open: open, closed: closed, rows: rows, base: base, pgno: pgno - 1}, nil
+}
+
+func (r *segmentReader) close() { _ = r.rows.Close() } // a read-only query of the caller's transaction
+
+func (r *segmentReader) bad(what string) error {
+	return fmt.Errorf("%w: %s, segment %d page %d", errUnsupportedIndex, what, r.seg.id, r.pgno)
+}
+
+func (r *segmentReader) finishTerm() {
+	if r.cur != nil && !r.done {
+		r.done = !r.closed(r.cur)
+	}
+	r.cur = nil
+}
+
+// entries reads doclist entries of page from i to end; the first rowid is
+// absolute when absolute is set. (An entry's delete flag is not looked at:
+// an entry with positions is present even if it also deletes an older
+// version.)
+func (r *segmentReader) entries(page []byte, i, end int, absolute bool) error {
+	rowid, cur := r.rowid, r.cur
+	defer func() { r.rowid = rowid }()
+	for i < end {
+		v, next, ok := ftsVarint(page, i)
+		if !ok {
+			return r.bad("rowid")
 		}
-		if pgno++; id != base+pgno {
-			return bad("missing page")
+		if absolute {
+			rowid, absolute = int64(v), false
+		} else {
+			rowid += int64(v)
 		}
-		if len(page) < 4 {
-			return bad("short page")
+		size, next2, ok := ftsVarint(page, next)
+		if !ok {
+			return r.bad("position list size")
 		}
-		firstRowid := int(binary.BigEndian.Uint16(page[0:2]))
-		szLeaf := int(binary.BigEndian.Uint16(page[2:4]))
-		if szLeaf < 4 || szLeaf > len(page) || firstRowid > szLeaf {
-			return bad("page header")
+		i = next2
+		n := int(size >> 1)
+		if i+n > end {
+			if cur != nil {
+				r.spill = append(r.spill[:0], page[i:end]...)
+			}
+			r.pending = n - (end - i)
+			return nil
 		}
-		var termOffsets []int
-		for i, off := szLeaf, 0; i < len(page); {
-			v, next, ok := ftsVarint(page, i)
+		if cur != nil && !cur.entry(rowid, page[i:i+n]) {
+			return r.bad("position list")
+		}
+		i += n
+	}
+	return nil
+}
+
+// page reads the next leaf page; false when the read is over (finish
+// then checks it ended where it should).
+func (r *segmentReader) page() (bool, error) {
+	if r.done || r.stopped || !r.rows.Next() {
+		return false, nil
+	}
+	var id int64
+	var page sql.RawBytes // valid until the next row: what is kept is copied
+	if err := r.rows.Scan(&id, &page); err != nil {
+		return false, err
+	}
+	if r.pgno++; id != r.base+r.pgno {
+		return false, r.bad("missing page")
+	}
+	if len(page) < 4 {
+		return false, r.bad("short page")
+	}
+	firstRowid := int(binary.BigEndian.Uint16(page[0:2]))
+	szLeaf := int(binary.BigEndian.Uint16(page[2:4]))
+	if szLeaf < 4 || szLeaf > len(page) || firstRowid > szLeaf {
+		return false, r.bad("page header")
+	}
+	termOffsets := r.termOffsets[:0]
+	for i, off := szLeaf, 0; i < len(page); {
+		v, next, ok := ftsVarint(page, i)
+		if !ok {
+			return false, r.bad("page footer")
+		}
+		off += int(v)
+		if off < 4 || off > szLeaf {
+			return false, r.bad("term offset")
+		}
+		termOffsets = append(termOffsets, off)
+		i = next
+	}
+	r.termOffsets = termOffsets
+	endOfContinuation := szLeaf
+	if len(termOffsets) > 0 {
+		endOfContinuation = termOffsets[0]
+	}
+	i := 4
+	if r.inDoclist {
+		if r.pending > 0 {
+			n := min(r.pending, endOfContinuation-i)
+			if r.cur != nil {
+				r.spill = append(r.spill, page[i:i+n]...)
+			}
+			r.pending -= n
+			i += n
+			if r.pending > 0 {
+				return true, nil // the position list covers this whole page
+			}
+			if r.cur != nil && !r.cur.entry(r.rowid, r.spill) {
+				return false, r.bad("position list")
+			}
+		}
+		if firstRowid != 0 {
+			if firstRowid != i {
+				return false, r.bad("first rowid offset")
+			}
+			if err := r.entries(page, i, endOfContinuation, true); err != nil {
+				return false, err
+			}
+			if r.pending > 0 {
+				if len(termOffsets) > 0 {
+					return false, r.bad("position list runs into a term")
+				}
+				return true, nil
+			}
+		}
+		if len(termOffsets) == 0 && firstRowid != 0 {
+			return true, nil // the doclist may go on
+		}
+		r.inDoclist = false
+		if r.finishTerm(); r.done {
+			return false, nil
+		}
+	} else if firstRowid != 0 && len(termOffsets) == 0 {
+		return true, nil // a page of a doclist started before key's page
+	}
+	for t, off := range termOffsets {
+		i = off
+		if t == 0 {
+			n, next, ok := ftsVarint(page, i)
+			if !ok || next+int(n) > szLeaf {
+				return false, r.bad("first term")
+			}
+			r.term = append(r.term[:0], page[next:next+int(n)]...)
+			i = next + int(n)
+		} else {
+			keep, next, ok := ftsVarint(page, i)
 			if !ok {
-				return bad("page footer")
+				return false, r.bad("term prefix")
 			}
-			off += int(v)
-			if off < 4 || off > szLeaf {
-				return bad("term offset")
+			n, next2, ok := ftsVarint(page, next)
+			if !ok || int(keep) > len(r.term) || next2+int(n) > szLeaf {
+				return false, r.bad("term suffix")
 			}
-			termOffsets = append(termOffsets, off)
-			i = next
+			r.term = append(r.term[:keep], page[next2:next2+int(n)]...)
+			i = next2 + int(n)
 		}
-		endOfContinuation := szLeaf
-		if len(termOffsets) > 0 {
-			endOfContinuation = termOffsets[0]
+		if len(r.term) == 0 || r.term[0] != ftsMainPrefix {
+			r.stopped = true // a prefix index (none is configured) or past the main index
+			return false, nil
 		}
-		i := 4
-		if inDoclist {
-			if pending > 0 {
-				n := min(pending, endOfContinuation-i)
-				poslist = append(poslist, page[i:i+n]...)
-				pending -= n
-				i += n
-				if pending > 0 {
-					continue // the position list covers this whole page
-				}
-				if !finishEntry() {
-					return bad("position list")
-				}
+		if bytes.Compare(r.term, r.key) >= 0 {
+			var stop bool
+			if r.cur, stop = r.open(r.term); stop {
+				r.stopped = true
+				return false, nil
 			}
-			if firstRowid != 0 {
-				if firstRowid != i {
-					return bad("first rowid offset")
-				}
-				if _, err = entries(page, i, endOfContinuation, true); err != nil {
-					return err
-				}
-				if pending > 0 {
-					if len(termOffsets) > 0 {
-						return bad("position list runs into a term")
-					}
-					continue
-				}
-			}
-			if len(termOffsets) == 0 && firstRowid != 0 {
-				continue // the doclist may go on
-			}
-			inDoclist = false
-			finishTerm()
-			if done {
-				break
-			}
-		} else if firstRowid != 0 && len(termOffsets) == 0 {
-			continue // a page of a doclist started before key's page
 		}
-		for t, off := range termOffsets {
-			i = off
-			if t == 0 {
-				n, next, ok := ftsVarint(page, i)
-				if !ok || next+int(n) > szLeaf {
-					return bad("first term")
-				}
-				term = append(term[:0], page[next:next+int(n)]...)
-				i = next + int(n)
-			} else {
-				keep, next, ok := ftsVarint(page, i)
-				if !ok {
-					return bad("term prefix")
-				}
-				n, next2, ok := ftsVarint(page, next)
-				if !ok || int(keep) > len(term) || next2+int(n) > szLeaf {
-					return bad("term suffix")
-				}
-				term = append(term[:keep], page[next2:next2+int(n)]...)
-				i = next2 + int(n)
+		end := szLeaf
+		if t+1 < len(termOffsets) {
+			end = termOffsets[t+1]
+		}
+		if err := r.entries(page, i, end, true); err != nil {
+			return false, err
+		}
+		if t+1 < len(termOffsets) {
+			if r.pending > 0 {
+				return false, r.bad("position list runs into a term")
 			}
-			if len(term) == 0 || term[0] != ftsMainPrefix {
-				return nil // a prefix index (none is configured) or past the main index
+			if r.finishTerm(); r.done {
+				return false, nil
 			}
-			if bytes.Compare(term, key) >= 0 {
-				cur = x.newDoclist(withPositions)
-			}
-			end := szLeaf
-			if t+1 < len(termOffsets) {
-				end = termOffsets[t+1]
-			}
-			if _, err = entries(page, i, end, true); err != nil {
-				return err
-			}
-			if t+1 < len(termOffsets) {
-				if pending > 0 {
-					return bad("position list runs into a term")
-				}
-				finishTerm()
-				if done {
-					break
-				}
-			} else {
-				inDoclist = true
-			}
+		} else {
+			r.inDoclist = true
 		}
 	}
-	if err := rows.Err(); err != nil {
+	return true, nil
+}
+
+// finish ends a read that page ended: the term being read is closed, and
+// a read that ran to the end of the segment must have read its last page.
+func (r *segmentReader) finish() error {
+	if err := r.rows.Err(); err != nil {
 		return err
 	}
-	if !done && pgno != seg.last {
-		return bad("missing last page")
+	if r.done || r.stopped {
+		return nil
 	}
-	if inDoclist && !done {
-		if pending > 0 {
-			return fmt.Errorf("%w: position list runs past segment %d", errUnsupportedIndex, seg.id)
+	if r.pgno != r.seg.last {
+		return r.bad("missing last page")
+	}
+	if r.inDoclist {
+		if r.pending > 0 {
+			return fmt.Errorf("%w: position list runs past segment %d", errUnsupportedIndex, r.seg.id)
 		}
-		finishTerm()
+		r.finishTerm()
 	}
 	return nil
 }
@@ -483,16 +526,6 @@ func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte, withPositions bool, 
 // mergeNewer returns the doclist of older overridden by newer: a rowid
 // in newer takes newer's entry.
 func (x *ftsIndex) mergeNewer(older, newer *ftsDoclist) *ftsDoclist {
-	if older == nil || older.len() == 0 {
-		return newer
-	}
-	if newer.len() == 0 || newer.rowids[0] > older.rowids[older.len()-1] {
-		// Newer rows only (appends): older, then newer.
-		for j := range newer.len() {
-			older.copyEntry(newer, j)
-		}
-		return older
-	}
 	out := x.newDoclist(newer.withLists)
 	i, j := 0, 0
 	for i < older.len() || j < newer.len() {
@@ -508,6 +541,26 @@ func (x *ftsIndex) mergeNewer(older, newer *ftsDoclist) *ftsDoclist {
 		}
 	}
 	return out
+}
+
+// entries returns entries [from, to) of d, sharing its memory.
+func (d *ftsDoclist) entries(from, to int) *ftsDoclist {
+	v := &ftsDoclist{rowids: d.rowids[from:to:to], counts: d.counts[from:to:to], raw: d.raw, withLists: d.withLists}
+	if d.withLists {
+		v.starts = d.starts[from:to:to]
+	}
+	return v
+}
+
+// newerAppended returns d, whose entries from mark on were read from a
+// newer segment than those before, as one doclist: d itself when the
+// newer entries all come after the older ones (new rows: the usual case),
+// else the older entries overridden by the newer (mergeNewer).
+func (x *ftsIndex) newerAppended(d *ftsDoclist, mark int) *ftsDoclist {
+	if mark == 0 || mark == d.len() || d.rowids[mark] > d.rowids[mark-1] {
+		return d
+	}
+	return x.mergeNewer(d.entries(0, mark), d.entries(mark, d.len()))
 }
 
 // present drops the entries without positions (deleted rows).
@@ -530,17 +583,29 @@ func (x *ftsIndex) present(d *ftsDoclist) *ftsDoclist {
 func (x *ftsIndex) termDoclists(s ftsStructure, term string, prefix, withPositions bool) (map[string]*ftsDoclist, error) {
 	key := append([]byte{ftsMainPrefix}, term...)
 	byTerm := map[string]*ftsDoclist{}
+	var (
+		name string // the term being read
+		mark int    // where its entries from this segment start
+	)
+	open := func(t []byte) (entrySink, bool) {
+		if !bytes.HasPrefix(t, key) || (!prefix && len(t) != len(key)) {
+			return nil, true
+		}
+		d, ok := byTerm[string(t[1:])]
+		if !ok {
+			d = x.newDoclist(withPositions)
+			byTerm[string(t[1:])] = d
+		}
+		name, mark = string(t[1:]), d.len()
+		return d, false
+	}
+	closed := func(sink entrySink) bool {
+		byTerm[name] = x.newerAppended(sink.(*ftsDoclist), mark)
+		return prefix
+	}
 	// Oldest segment first, so that each newer one overrides.
 	for i := len(s.segments) - 1; i >= 0; i-- {
-		err := x.segmentTerms(s.segments[i], key, withPositions, func(t []byte, d *ftsDoclist) bool {
-			if !bytes.HasPrefix(t, key) || (!prefix && len(t) != len(key)) {
-				return false
-			}
-			name := string(t[1:])
-			byTerm[name] = x.mergeNewer(byTerm[name], d)
-			return prefix
-		})
-		if err != nil {
+		if err := x.segmentTerms(s.segments[i], key, open, closed); err != nil {
 			return nil, err
 		}
 	}
@@ -552,4 +617,221 @@ func (x *ftsIndex) termDoclists(s ftsStructure, term string, prefix, withPositio
 		}
 	}
 	return byTerm, nil
+}
+
+// streamTerm hands every entry of term (given without the index prefix
+// byte) to sink, segment by segment, oldest first: in ascending rowid
+// order when no newer segment holds a row of an older one (the sink
+// checks), and with the entries that delete a row (no positions).
+func (x *ftsIndex) streamTerm(s ftsStructure, term string, sink entrySink) error {
+	key := append([]byte{ftsMainPrefix}, term...)
+	open := func(t []byte) (entrySink, bool) {
+		if !bytes.Equal(t, key) {
+			return nil, true
+		}
+		return sink, false
+	}
+	closed := func(entrySink) bool { return false }
+	for i := len(s.segments) - 1; i >= 0; i-- {
+		if err := x.segmentTerms(s.segments[i], key, open, closed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// streamPrefix is streamTerm for every term starting with prefix: before
+// each term's entries in a segment, at says which term they are of.
+func (x *ftsIndex) streamPrefix(s ftsStructure, prefix string, sink entrySink, at func(term []byte)) error {
+	key := append([]byte{ftsMainPrefix}, prefix...)
+	open := func(t []byte) (entrySink, bool) {
+		if !bytes.HasPrefix(t, key) {
+			return nil, true
+		}
+		at(t[1:])
+		return sink, false
+	}
+	closed := func(entrySink) bool { return true }
+	for i := len(s.segments) - 1; i >= 0; i-- {
+		if err := x.segmentTerms(s.segments[i], key, open, closed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// termPages estimates how many leaf pages the doclists of term take over
+// every segment: from the page where it can start to the first page
+// %_idx lists with a later term.
+func (x *ftsIndex) termPages(s ftsStructure, term string) (int64, error) {
+	key := append([]byte{ftsMainPrefix}, term...)
+	var pages int64
+	for _, seg := range s.segments {
+		start, err := x.startPage(seg, key)
+		if err != nil {
+			return 0, err
+		}
+		var next int64
+		err = x.tx.QueryRowContext(x.ctx, `SELECT pgno FROM `+x.table+`_idx WHERE segid = ? AND term > ? ORDER BY term LIMIT 1`,
+			seg.id, key).Scan(&next)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			next = seg.last
+		case err != nil:
+			return 0, err
+		default:
+			next >>= 1
+		}
+		pages += max(next-start, 0) + 1
+	}
+	return pages, nil
+}
+
+// errUnordered says a term's entries did not come in ascending rowid
+// order: a newer segment holds rows of an older one (a row deleted or
+// indexed again). The caller reads the doclists merged instead.
+var errUnordered = errors.New("fts5 doclist: a newer segment holds rows of an older one")
+
+// termCursor walks the entries of one term, in ascending rowid order:
+// read from the index a page at a time, segment by segment, oldest first
+// (errUnordered if a newer segment goes back), or from a doclist already
+// read (list).
+type termCursor struct {
+	x        *ftsIndex
+	key      []byte
+	segments []ftsSegment // still to read, the oldest last
+	r        *segmentReader
+	batch    termBatch // the entries of the page read last
+	at       int       // the next entry of batch (or of list)
+	list     *ftsDoclist
+	// The current entry: its rowid (math.MinInt64 before the first) and
+	// position list, valid until the next seek.
+	rowid   int64
+	poslist []byte
+	// before is the last rowid of the batches before this one; first
+	// the first rowid read (math.MinInt64: none yet).
+	before, first int64
+}
+
+// termBatch holds the entries a termCursor read from its last page.
+type termBatch struct {
+	rowids []int64
+	ends   []int32 // the position list of entry i ends at raw[ends[i]]
+	raw    []byte
+}
+
+func (b *termBatch) entry(rowid int64, poslist []byte) bool {
+	b.rowids = append(b.rowids, rowid)
+	b.raw = append(b.raw, poslist...)
+	b.ends = append(b.ends, int32(len(b.raw)))
+	return true
+}
+
+// cursor returns a cursor over the entries of term (without the index
+// prefix byte) in the index.
+func (x *ftsIndex) cursor(s ftsStructure, term string) *termCursor {
+	return &termCursor{x: x, key: append([]byte{ftsMainPrefix}, term...), segments: slices.Clone(s.segments),
+		rowid: math.MinInt64, before: math.MinInt64, first: math.MinInt64}
+}
+
+// listCursor returns a cursor over the entries of d.
+func listCursor(d *ftsDoclist) *termCursor {
+	return &termCursor{list: d, rowid: math.MinInt64}
+}
+
+// seek moves to the first entry at or after rowid (staying where it is if
+// the current one is); false when there is none.
+func (c *termCursor) seek(rowid int64) (bool, error) {
+	if c.rowid >= rowid {
+		return true, nil
+	}
+	if c.list != nil {
+		rs, i := c.list.rowids, c.at
+		for i < len(rs) && rs[i] < rowid {
+			i++
+		}
+		if i == len(rs) {
+			c.at = i
+			return false, nil
+		}
+		c.at = i + 1
+		c.rowid, c.poslist = rs[i], c.list.raw[c.list.starts[i]:c.list.starts[i]+c.list.counts[i]]
+		return true, nil
+	}
+	for {
+		rs, i := c.batch.rowids, c.at
+		for i < len(rs) && rs[i] < rowid {
+			i++
+		}
+		if i < len(rs) {
+			c.at = i + 1
+			start := int32(0)
+			if i > 0 {
+				start = c.batch.ends[i-1]
+			}
+			c.rowid, c.poslist = rs[i], c.batch.raw[start:c.batch.ends[i]]
+			return true, nil
+		}
+		if more, err := c.fill(); !more || err != nil {
+			return false, err
+		}
+	}
+}
+
+// fill replaces the batch with the entries of the next page that has any;
+// false at the end of the last segment.
+func (c *termCursor) fill() (bool, error) {
+	if n := len(c.batch.rowids); n > 0 {
+		c.before = c.batch.rowids[n-1]
+	}
+	c.batch.rowids, c.batch.ends, c.batch.raw, c.at = c.batch.rowids[:0], c.batch.ends[:0], c.batch.raw[:0], 0
+	for len(c.batch.rowids) == 0 {
+		if c.r == nil {
+			if len(c.segments) == 0 {
+				return false, nil
+			}
+			seg := c.segments[len(c.segments)-1]
+			c.segments = c.segments[:len(c.segments)-1]
+			open := func(t []byte) (entrySink, bool) {
+				if !bytes.Equal(t, c.key) {
+					return nil, true
+				}
+				return &c.batch, false
+			}
+			r, err := c.x.readSegment(seg, c.key, open, func(entrySink) bool { return false })
+			if err != nil {
+				return false, err
+			}
+			c.r = r
+		}
+		more, err := c.r.page()
+		if err != nil {
+			return false, err
+		}
+		if !more {
+			err := c.r.finish()
+			c.r.close()
+			c.r = nil
+			if err != nil {
+				return false, err
+			}
+		}
+	}
+	// Within a segment the rowids ascend (they are stored as deltas);
+	// a newer segment must start after the older ones.
+	if c.batch.rowids[0] <= c.before {
+		return false, errUnordered
+	}
+	if c.first == math.MinInt64 {
+		c.first = c.batch.rowids[0]
+	}
+	return true, nil
+}
+
+// close ends the read of the segment being read, if any.
+func (c *termCursor) close() {
+	if c.r != nil {
+		c.r.close()
+		c.r = nil
+	}
 }

@@ -327,7 +327,7 @@ func int64s(ids []int64) []any {
 // pageRows returns the result rows of ids, in that order, with the
 // snippets of `table MATCH queryFor(id)`. The ids with the same query are
 // read by one statement; with a scratch, the snippets of a prefix query
-// are made there (snippetScratch).
+// or a trigram query are made there (snippetScratch, usesScratch).
 func pageRows(ctx context.Context, tx *sql.Tx, table string, queryFor func(int64) string, scratch *snippetScratch, ids []int64) ([]match, error) {
 	byQuery := map[string][]int64{}
 	var queries []string
@@ -342,7 +342,7 @@ func pageRows(ctx context.Context, tx *sql.Tx, table string, queryFor func(int64
 	for _, q := range queries {
 		var rows []match
 		var err error
-		if _, ok := scratchTables[table]; ok && scratch != nil && strings.Contains(q, "*") {
+		if scratch != nil && usesScratch(table, q) {
 			rows, err = scratchPageRows(ctx, tx, table, q, scratch, byQuery[q])
 		} else {
 			rows, err = pageRowsOf(ctx, tx, table, q, byQuery[q])

@@ -3,6 +3,7 @@ package transcripts
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -53,7 +54,19 @@ func TestFastScoresEqualBM25(t *testing.T) {
 		}
 		return qs
 	}()
+	var checkOnce func(stage string)
 	check := func(stage string) {
+		t.Helper()
+		defer func(old int64) { parallelPages = old }(parallelPages)
+		for _, parallelPages = range []int64{parallelPages, 0} {
+			bySegments := segmentReads.Load()
+			checkOnce(fmt.Sprintf("%s, phrases of %d+ pages by segments", stage, parallelPages))
+			if parallelPages == 0 && segmentReads.Load() == bySegments {
+				t.Errorf("%s: no phrase was read by segments", stage)
+			}
+		}
+	}
+	checkOnce = func(stage string) {
 		t.Helper()
 		ctx := context.Background()
 		for _, q := range queries {
@@ -97,9 +110,13 @@ func TestFastScoresEqualBM25(t *testing.T) {
 		}
 	}
 	apply(1500)
+	merged := mergedReads.Load()
 	check("appended")
 	apply(700)
 	check("more appended")
+	if mergedReads.Load() != merged {
+		t.Errorf("rows only appended: %d phrases read merged, want every one streamed", mergedReads.Load()-merged)
+	}
 	var gone []events.Envelope
 	for _, sid := range []string{"20260301_000000_00000002", "20260301_000000_00000005"} {
 		gone = append(gone, c.h.tr(sid, events.TranscriptCleared{SessionID: sid, At: c.now})...)
@@ -107,7 +124,11 @@ func TestFastScoresEqualBM25(t *testing.T) {
 	sid := "20260301_000000_00000003"
 	gone = append(gone, c.h.tr(sid, events.TurnsRewound{SessionID: sid, TargetMessageID: 0, TurnsUndone: 1, At: c.now})...)
 	mustApply(t, p, gone)
+	merged = mergedReads.Load()
 	check("cleared and rewound")
+	if mergedReads.Load() == merged {
+		t.Errorf("after rows were re-indexed, no phrase was read merged: the merged path is not exercised")
+	}
 	apply(600)
 	check("appended after deletions")
 }
@@ -166,7 +187,8 @@ func TestParseFastQuery(t *testing.T) {
 // context) of the fast path are those of SQLite's statements, including
 // prefix queries whose snippets come from the query with the row's only
 // term in place of the prefix, or from the scratch table (rows with
-// several terms of the prefix).
+// several terms of the prefix), and trigram queries, whose snippets all
+// come from the scratch table.
 func TestFastSearchResultsEqualSlow(t *testing.T) {
 	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
 	loadLengthsInline = true
@@ -181,7 +203,21 @@ func TestFastSearchResultsEqualSlow(t *testing.T) {
 		{Query: w[5] + " " + w[0][:3] + "*", Roles: []string{"assistant"}},
 		{Query: `"` + w[0] + " " + w[1] + `"`},
 		{Query: w[2]},
+		{Query: `"` + w[0] + " " + w[0] + `"`},
+		{Query: `"` + w[2] + " " + w[0] + " " + w[1] + `"`, Limit: 40},
 	}
+	var cjk []string
+	for _, cw := range c.cjkWords {
+		if runeLen(cw) >= 3 && len(cjk) < 3 {
+			cjk = append(cjk, cw)
+		}
+	}
+	queries = append(queries,
+		SearchQuery{Query: cjk[0]},
+		SearchQuery{Query: cjk[1], Limit: 50, Offset: 3},
+		SearchQuery{Query: cjk[1] + " " + cjk[2]},
+		SearchQuery{Query: cjk[0] + " OR " + cjk[2], Roles: []string{"user"}},
+	)
 	scratchBefore := scratchPages.Load()
 	for _, q := range queries {
 		before := fastSearches.Load()
