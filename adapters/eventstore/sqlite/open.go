@@ -36,7 +36,7 @@ func openWriter(path string, cfg config, onCommit func(), stop <-chan struct{}) 
 		versions:    make(map[string]uint64),
 		dataVersion: -1,
 		pending:     make(map[string]uint64),
-		inserts:     make(map[int]*sql.Stmt),
+		inserts:     make(map[insertKey]*sql.Stmt),
 		migrations:  cfg.migrations,
 	}
 	w.notScrubbedSinceOpen.Store(true)

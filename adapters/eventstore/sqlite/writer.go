@@ -82,6 +82,12 @@ type writer struct {
 	dataVersion int64
 	// pending holds the versions written by the open transaction.
 	pending map[string]uint64
+	// txReqs are the requests applied in the open transaction, replayed
+	// one at a time after a constraint failure (apply); txOneByOne is set
+	// once they were; txNow is the time its rows are recorded at.
+	txReqs     []*request
+	txOneByOne bool
+	txNow      int64
 	// erasedSinceScrub is set when a batch erased events (erase.go) and
 	// cleared by the Purge that scrubs the file's free space.
 	// notScrubbedSinceOpen is set at open:
@@ -100,7 +106,7 @@ type writer struct {
 	stmtStreamVersion  *sql.Stmt
 	stmtStreamVersions *sql.Stmt
 	stmtLookupID       *sql.Stmt
-	inserts            map[int]*sql.Stmt
+	inserts            map[insertKey]*sql.Stmt
 	// pageLimit is the max_page_count of SetMaxPageCount.
 	pageLimit storage.PageLimit
 	args      []any
