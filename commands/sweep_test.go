@@ -3,6 +3,7 @@ package commands_test
 import (
 	"context"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"testing"
@@ -97,10 +98,16 @@ func (c *countingLog) Append(ctx context.Context, stream string, x events.Expect
 	return c.Store.Append(ctx, stream, x, p)
 }
 
-func (c *countingLog) AppendBatch(ctx context.Context, a []events.StreamAppend) ([]events.BatchResult, error) {
+func (c *countingLog) AppendBatch(ctx context.Context, a iter.Seq[events.StreamAppend]) ([]events.BatchResult, error) {
 	c.batches++
-	c.batched += len(a)
-	return c.Store.AppendBatch(ctx, a)
+	return c.Store.AppendBatch(ctx, func(yield func(events.StreamAppend) bool) {
+		for sa := range a {
+			c.batched++
+			if !yield(sa) {
+				return
+			}
+		}
+	})
 }
 
 // TestExpiryWatcher_FinalizesInOneBatch: the expiry watcher records the
@@ -149,7 +156,7 @@ func (u unreadableLane) ReadStream(ctx context.Context, stream string, from uint
 	return u.EventLog.ReadStream(ctx, stream, from, count, dir)
 }
 
-func (u unreadableLane) AppendBatch(ctx context.Context, a []events.StreamAppend) ([]events.BatchResult, error) {
+func (u unreadableLane) AppendBatch(ctx context.Context, a iter.Seq[events.StreamAppend]) ([]events.BatchResult, error) {
 	return u.EventLog.(events.BatchAppender).AppendBatch(ctx, a)
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func BenchmarkAppendBatch(b *testing.B) {
 		seeded[i] = events.StreamAppend{Stream: benchLane(i), Expected: events.NoStream(),
 			Proposed: []events.Proposed{sweepProposal(), sweepProposal()}}
 	}
-	if _, err := seed.AppendBatch(context.Background(), seeded); err != nil {
+	if _, err := seed.AppendBatch(context.Background(), slices.Values(seeded)); err != nil {
 		b.Fatal(err)
 	}
 	if err := seed.Close(); err != nil {
@@ -55,7 +56,7 @@ func BenchmarkAppendBatch(b *testing.B) {
 		}
 		before := benchCPU()
 		b.StartTimer()
-		out, err := s.AppendBatch(context.Background(), appends)
+		out, err := s.AppendBatch(context.Background(), slices.Values(appends))
 		b.StopTimer()
 		cpu += benchCPU() - before
 		if err != nil {

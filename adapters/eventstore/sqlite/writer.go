@@ -50,6 +50,9 @@ type request struct {
 	base uint64 // stream version before the request's first event
 	res  events.AppendResult
 	err  error
+	// answered is set when res and err are the request's outcome; an
+	// AppendBatch request is answered there rather than through reply.
+	answered bool
 }
 
 type reply struct {
@@ -185,6 +188,31 @@ func (w *writer) run() {
 		}
 		if carry == nil && !stopping {
 			batch, carry = w.gather(batch, size)
+		}
+		w.commit(batch)
+	}
+}
+
+// groupCommit commits r with the requests queued behind it, up to the
+// batch bounds, in as many group commits as they need (without gathering:
+// an AppendBatch job serves the appends queued between its transactions).
+func (w *writer) groupCommit(r *request) {
+	var batch []*request
+	for r != nil {
+		var size int
+		batch, size, r = append(batch[:0], r), r.size, nil
+	drain:
+		for len(batch) < maxBatchRequests {
+			select {
+			case q := <-w.reqs:
+				if size+q.size > maxBatchBytes {
+					r = q
+					break drain
+				}
+				batch, size = append(batch, q), size+q.size
+			default:
+				break drain
+			}
 		}
 		w.commit(batch)
 	}
