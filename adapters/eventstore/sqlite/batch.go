@@ -63,6 +63,9 @@ func (s *Store) AppendBatch(ctx context.Context, appends iter.Seq[events.StreamA
 		if len(chunk) == 0 {
 			return nil
 		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("append batch: %w", err)
+		}
 		if !started {
 			select {
 			case s.w.ops <- o:
@@ -224,7 +227,11 @@ func (j *batchJob) commit(w *writer) {
 		j.failTx(err)
 		return
 	}
-	if err := w.commitTx(); err != nil {
+	commit := w.commitTx
+	if len(j.tx) > batchChunk {
+		commit = w.commitDeferringCheckpoint
+	}
+	if err := commit(); err != nil {
 		j.failTx(storage.Classify(err))
 		return
 	}
@@ -246,4 +253,44 @@ func fail(reqs []*request, err error) {
 	for _, r := range reqs {
 		r.res, r.err, r.answered = events.AppendResult{}, fmt.Errorf("append %s: %w", r.stream, err), true
 	}
+}
+
+// autoCheckpointPages is SQLite's default wal_autocheckpoint, which the
+// writer's connection keeps: a commit that leaves the write-ahead log
+// longer than this many pages checkpoints it.
+const autoCheckpointPages = 1000
+
+// commitDeferringCheckpoint commits the open transaction of a big batch
+// without the automatic checkpoint that would follow it (a 10,000-lane
+// batch leaves more than autoCheckpointPages in the log, and copying them
+// into the file took a third of its commit), so that the batch is answered
+// first; the writer checkpoints right after (checkpointIfDue).
+func (w *writer) commitDeferringCheckpoint() error {
+	if _, err := w.stmtAutoCheckpointOff.Exec(); err != nil {
+		return fmt.Errorf("defer checkpoint: %w", err)
+	}
+	err := w.commitTx()
+	w.checkpointDue = true
+	if _, onErr := w.stmtAutoCheckpointOn.Exec(); onErr != nil && err == nil {
+		// The commit stands; the next commits checkpoint as usual once
+		// the setting is back (checkpointIfDue tries again).
+		w.autoCheckpointOff = true
+	}
+	return err
+}
+
+// checkpointIfDue runs the checkpoint a batch's commit deferred: PASSIVE,
+// like the automatic one, so it never waits for a reader. A failure only
+// leaves the log longer until the next checkpoint.
+func (w *writer) checkpointIfDue() {
+	if !w.checkpointDue {
+		return
+	}
+	w.checkpointDue = false
+	if w.autoCheckpointOff {
+		if _, err := w.stmtAutoCheckpointOn.Exec(); err == nil {
+			w.autoCheckpointOff = false
+		}
+	}
+	_, _ = w.stmtCheckpoint.Exec()
 }

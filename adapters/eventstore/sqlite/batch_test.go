@@ -3,6 +3,7 @@ package sqlite
 import (
 	"errors"
 	"fmt"
+	"os"
 	"context"
 	"slices"
 	"testing"
@@ -105,7 +106,7 @@ func TestAppendBatchOneTransaction(t *testing.T) {
 // stops producing appends after a first chunk, when the transaction has
 // been open for maxBatchHold (0 here) and nothing more comes, then the
 // chunk is committed and an Append made meanwhile by someone else is served
-// before the caller goes on; the rest of the batch is committed after it.
+// before the caller goes on, ahead of the rest of the batch.
 func TestAppendBatchSlowCallerLetsAppendsThrough(t *testing.T) {
 	defer func(hold, gap time.Duration) { maxBatchHold, maxBatchGap = hold, gap }(maxBatchHold, maxBatchGap)
 	maxBatchHold, maxBatchGap = 0, 0
@@ -147,9 +148,8 @@ func TestAppendBatchSlowCallerLetsAppendsThrough(t *testing.T) {
 			t.Fatalf("append %d = %+v, want version 1", i, r)
 		}
 	}
-	first, other, last := out[0].Result.Positions[0], readPosition(t, s, "other"), out[len(out)-1].Result.Positions[0]
-	if first >= other || other >= last {
-		t.Errorf("positions: first lane %d, other %d, last lane %d; want the other append between the batch's chunks", first, other, last)
+	if other, last := readPosition(t, s, "other"), out[len(out)-1].Result.Positions[0]; other >= last {
+		t.Errorf("positions: other %d, last lane %d; want the other append before the batch's end", other, last)
 	}
 }
 
@@ -197,4 +197,48 @@ func readPosition(t *testing.T, s *Store, stream string) uint64 {
 		t.Fatalf("ReadStream(%s) = %v, %v", stream, evs, err)
 	}
 	return evs[0].Position
+}
+
+// TestAppendBatchCheckpointsAfterAnswering: given a batch of more than one
+// chunk, when it is answered, then its commit skipped the automatic
+// checkpoint but the writer ran one right after (the pages are in the
+// database file before the writer's next job), and the automatic
+// checkpoint is on again for the next commits.
+func TestAppendBatchCheckpointsAfterAnswering(t *testing.T) {
+	s := openTemp(t)
+	before := fileSize(t, s.path)
+	appends := make([]events.StreamAppend, 3000)
+	for i := range appends {
+		ids := make([]string, 4)
+		for k := range ids {
+			ids[k] = fmt.Sprintf("e%d-%d", i, k)
+		}
+		appends[i] = events.StreamAppend{Stream: fmt.Sprintf("lane-%d", i), Expected: events.NoStream(), Proposed: touch(ids...)}
+	}
+	if _, err := s.AppendBatch(t.Context(), slices.Values(appends)); err != nil {
+		t.Fatal(err)
+	}
+	var pages int
+	if err := s.onWriter(t.Context(), "read wal_autocheckpoint", func(w *writer) error {
+		return w.conn.QueryRowContext(t.Context(), "PRAGMA wal_autocheckpoint").Scan(&pages)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if pages != autoCheckpointPages {
+		t.Errorf("wal_autocheckpoint after the batch = %d, want %d", pages, autoCheckpointPages)
+	}
+	// With the automatic checkpoint off, only a checkpoint moves pages
+	// into the database file.
+	if after := fileSize(t, s.path); after <= before {
+		t.Errorf("database file %d bytes before the batch, %d after: the batch's pages were not checkpointed", before, after)
+	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
 }

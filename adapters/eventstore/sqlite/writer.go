@@ -99,6 +99,12 @@ type writer struct {
 	// process's clean stop did.
 	erasedSinceScrub, notScrubbedSinceOpen atomic.Bool
 
+	// checkpointDue is set by a commit that skipped the automatic
+	// checkpoint (batch.go); the writer runs it once the job is answered.
+	checkpointDue bool
+	// autoCheckpointOff: switching the automatic checkpoint back on failed.
+	autoCheckpointOff bool
+
 	stmtBegin          *sql.Stmt
 	stmtCommit         *sql.Stmt
 	stmtRollback       *sql.Stmt
@@ -109,6 +115,9 @@ type writer struct {
 	stmtStreamVersion  *sql.Stmt
 	stmtStreamVersions *sql.Stmt
 	stmtLookupID       *sql.Stmt
+	// The automatic checkpoint switched off and on around a batch's
+	// commit, and the checkpoint run in its place.
+	stmtAutoCheckpointOff, stmtAutoCheckpointOn, stmtCheckpoint *sql.Stmt
 	inserts            map[insertKey]*sql.Stmt
 	// pageLimit is the max_page_count of SetMaxPageCount.
 	pageLimit storage.PageLimit
@@ -162,6 +171,7 @@ func (w *writer) run() {
 				batch, size = append(batch, r), r.size
 			case o := <-w.ops:
 				o.reply <- o.run(w)
+				w.checkpointIfDue()
 				continue
 			case <-w.stop:
 				stopping = true
