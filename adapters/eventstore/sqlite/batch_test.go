@@ -1,10 +1,10 @@
 package sqlite
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
-	"context"
 	"slices"
 	"testing"
 	"time"
