@@ -77,18 +77,20 @@ func (h *Handler) sweep(ctx context.Context, command, commandID string, decide f
 // cancelled context, a closed store), with the outcomes of the lanes
 // answered before.
 func (h *Handler) decideBatch(ctx context.Context, command string, targets []sweepTarget, decide func(int, domain.Lane, time.Time) []events.Event) ([]sweepOutcome, error) {
+	// A pending lane holds no copy of the lane (600 bytes): once appended,
+	// the cached lane is advanced by its events (laneCache.advance).
 	type pending struct {
 		target  int
 		stream  string
-		st      laneState
+		version uint64
 		decided []events.Event
 	}
-	// Sized up front: a pending lane is a few hundred bytes, and growing
-	// the slice by doubling copied it over and over (a third of the
-	// sweep's CPU at 10k lanes).
+	// Sized up front: growing the slice by doubling copied it over and
+	// over.
 	batch := make([]pending, 0, len(targets))
 	outcomes := make([]sweepOutcome, len(targets))
 	var cancelled error
+	var batchID string
 	appends := func(yield func(events.StreamAppend) bool) {
 		for i, t := range targets {
 			if err := ctx.Err(); err != nil {
@@ -126,9 +128,15 @@ func (h *Handler) decideBatch(ctx context.Context, command string, targets []swe
 			}
 			id := t.commandID
 			if id == "" {
-				id = uuid.NewString()
+				// One random id for the batch, each lane's under it: a
+				// random id per lane cost a read of the system's random
+				// source per lane.
+				if batchID == "" {
+					batchID = uuid.NewString()
+				}
+				id = batchID + "/" + t.key
 			}
-			batch = append(batch, pending{target: i, stream: stream, st: st, decided: decided})
+			batch = append(batch, pending{target: i, stream: stream, version: st.version, decided: decided})
 			if !yield(events.StreamAppend{Stream: stream, Expected: events.ExactVersion(st.version),
 				Proposed: h.proposals(command, id, stream, decided)}) {
 				return
@@ -166,11 +174,7 @@ func (h *Handler) decideBatch(ctx context.Context, command string, targets []swe
 			h.cache.drop(stream)
 			outcomes[p.target].events = p.decided
 		default:
-			lane := p.st.lane
-			for _, e := range p.decided {
-				lane = domain.Evolve(lane, e)
-			}
-			h.cache.put(stream, laneState{lane: lane, version: r.Result.LastVersion()})
+			h.cache.advance(stream, p.version, r.Result.LastVersion(), p.decided)
 			outcomes[p.target].events = p.decided
 		}
 	}

@@ -73,6 +73,11 @@ func TestSweep_BatchAndFallback(t *testing.T) {
 				if _, ok := last.Event.(events.ResumeMarked); !ok || last.Metadata.CommandID != "boot-1/"+k || last.Metadata.Command != "suspend_recently_active" {
 					t.Fatalf("lane %s ends with %s %+v, want its own resume mark", k, last.Type, last.Metadata)
 				}
+				// The id is derived from the lane's command id and stream
+				// (pinned: a retry by a later build must derive the same).
+				if k == "agent:main:telegram:dm:3" && last.ID != "6acb1781-9ffe-5d15-bafb-c2e1f5806b42" {
+					t.Fatalf("lane %s: resume mark id %s, want the one derived from boot-1/%s", k, last.ID, k)
+				}
 			}
 			head, _ := f.store.Head(ctx)
 			again, err := h.SuspendRecentlyActive(ctx, commands.SuspendRecentlyActive{MaxAge: time.Hour, CommandID: "boot-1"})
@@ -195,5 +200,48 @@ func TestSweep_OneUnreadableLaneFailsAlone(t *testing.T) {
 		if _, ok := envs[len(envs)-1].Event.(events.ResumeMarked); !ok {
 			t.Fatalf("lane %s ends with %s, want its resume mark", k, envs[len(envs)-1].Type)
 		}
+	}
+}
+
+// TestSweep_WithoutCommandID: given a restart sweep called without a command
+// id, then each lane's mark still carries a command id of its own, the
+// sweep's one random id followed by the lane's key (one random id per
+// sweep, not per lane), and a second sweep gets another.
+func TestSweep_WithoutCommandID(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, idleConfig())
+	h := commands.NewHandler(f.store, idleConfig(), commands.WithClock(f.clock.Now),
+		commands.WithDirectory(testfixtures.StoreDirectory{Store: f.store}))
+	keys := []string{"agent:main:telegram:dm:1", "agent:main:telegram:dm:2"}
+	for _, chat := range []string{"1", "2"} {
+		if _, err := h.ResolveSession(ctx, commands.ResolveSession{Source: domain.SessionSource{Platform: "telegram", ChatID: chat, ChatType: "dm"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sweepIDs := map[string]bool{}
+	for range 2 {
+		if marked, err := h.SuspendRecentlyActive(ctx, commands.SuspendRecentlyActive{MaxAge: time.Hour}); err != nil || len(marked) != len(keys) {
+			t.Fatalf("SuspendRecentlyActive = %v, %v; want both lanes marked", marked, err)
+		}
+		var sweepID string
+		for _, k := range keys {
+			envs := f.history(t, k)
+			id := envs[len(envs)-1].Metadata.CommandID
+			prefix, ok := strings.CutSuffix(id, "/"+k)
+			if !ok || prefix == "" || (sweepID != "" && prefix != sweepID) {
+				t.Fatalf("lane %s marked under command id %q, want <the sweep's id>/%s (sweep id so far %q)", k, id, k, sweepID)
+			}
+			sweepID = prefix
+		}
+		sweepIDs[sweepID] = true
+		// Clear the marks so that the next sweep marks both lanes again.
+		for _, k := range keys {
+			if _, _, err := h.ClearResumePending(ctx, commands.ClearResumePending{Key: k}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(sweepIDs) != 2 {
+		t.Errorf("two sweeps used the ids %v, want two different ones", sweepIDs)
 	}
 }
