@@ -90,7 +90,6 @@ func (h *Handler) decideBatch(ctx context.Context, command string, targets []swe
 	batch := make([]pending, 0, len(targets))
 	outcomes := make([]sweepOutcome, len(targets))
 	var cancelled error
-	var batchID string
 	appends := func(yield func(events.StreamAppend) bool) {
 		for i, t := range targets {
 			if err := ctx.Err(); err != nil {
@@ -128,13 +127,7 @@ func (h *Handler) decideBatch(ctx context.Context, command string, targets []swe
 			}
 			id := t.commandID
 			if id == "" {
-				// One random id for the batch, each lane's under it: a
-				// random id per lane cost a read of the system's random
-				// source per lane.
-				if batchID == "" {
-					batchID = uuid.NewString()
-				}
-				id = batchID + "/" + t.key
+				id = uuid.NewString()
 			}
 			batch = append(batch, pending{target: i, stream: stream, version: st.version, decided: decided})
 			if !yield(events.StreamAppend{Stream: stream, Expected: events.ExactVersion(st.version),
