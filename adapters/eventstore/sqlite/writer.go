@@ -115,10 +115,10 @@ type writer struct {
 	stmtStreamVersion  *sql.Stmt
 	stmtStreamVersions *sql.Stmt
 	stmtLookupID       *sql.Stmt
+	inserts            map[insertKey]*sql.Stmt
 	// The automatic checkpoint switched off and on around a batch's
 	// commit, and the checkpoint run in its place.
 	stmtAutoCheckpointOff, stmtAutoCheckpointOn, stmtCheckpoint *sql.Stmt
-	inserts                                                     map[insertKey]*sql.Stmt
 	// pageLimit is the max_page_count of SetMaxPageCount.
 	pageLimit storage.PageLimit
 	args      []any
