@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"iter"
 	"net/http"
 	"strconv"
 	"time"
@@ -190,11 +191,11 @@ func (s *instrumentedStore) Append(ctx context.Context, stream string, expected 
 
 // AppendBatch counts and times a batch append like the appends it holds;
 // a store without events.BatchAppender gets one Append per stream.
-func (s *instrumentedStore) AppendBatch(ctx context.Context, appends []events.StreamAppend) ([]events.BatchResult, error) {
+func (s *instrumentedStore) AppendBatch(ctx context.Context, appends iter.Seq[events.StreamAppend]) ([]events.BatchResult, error) {
 	b, ok := s.Store.(events.BatchAppender)
 	if !ok {
-		out := make([]events.BatchResult, 0, len(appends))
-		for _, a := range appends {
+		var out []events.BatchResult
+		for a := range appends {
 			if err := ctx.Err(); err != nil {
 				return out, err
 			}
@@ -203,8 +204,18 @@ func (s *instrumentedStore) AppendBatch(ctx context.Context, appends []events.St
 		}
 		return out, nil
 	}
+	// proposed[i] is how many events the i-th append holds.
+	var proposed []int
+	counted := func(yield func(events.StreamAppend) bool) {
+		for a := range appends {
+			proposed = append(proposed, len(a.Proposed))
+			if !yield(a) {
+				return
+			}
+		}
+	}
 	start := time.Now()
-	out, err := b.AppendBatch(ctx, appends)
+	out, err := b.AppendBatch(ctx, counted)
 	s.m.appendLatency.Observe(time.Since(start).Seconds())
 	for i, r := range out {
 		switch {
@@ -214,7 +225,7 @@ func (s *instrumentedStore) AppendBatch(ctx context.Context, appends []events.St
 			s.m.appends.WithLabelValues("duplicate").Inc()
 		case len(r.Result.Versions) > 0:
 			s.m.appends.WithLabelValues("ok").Inc()
-			s.m.appendedEvts.Add(float64(len(appends[i].Proposed)))
+			s.m.appendedEvts.Add(float64(proposed[i]))
 		}
 	}
 	return out, err

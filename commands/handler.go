@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -337,7 +338,9 @@ var eventIDNamespace = uuid.MustParse("6f1c2d9e-7a43-4c1b-9e2f-5d8a0b3c4e71")
 // eventID derives the id of the i-th event a command appends to stream, so
 // that a retried command proposes the same ids and the store de-duplicates.
 func eventID(commandID, stream string, i int) string {
-	return uuid.NewSHA1(eventIDNamespace, fmt.Appendf(nil, "%s\x00%s\x00%d", commandID, stream, i)).String()
+	name := make([]byte, 0, len(commandID)+len(stream)+4)
+	name = append(append(append(append(name, commandID...), 0), stream...), 0)
+	return uuid.NewSHA1(eventIDNamespace, strconv.AppendInt(name, int64(i), 10)).String()
 }
 
 func randomHex8() string {
@@ -436,6 +439,31 @@ func (c *laneCache) put(stream string, st laneState) {
 		}
 	}
 	c.lanes[stream] = p
+}
+
+// advance moves the cached lane at version from to version to by appended,
+// the events its append stored. A lane cached at another version is
+// dropped (the next load reads it), unless it is already past to; a lane
+// not cached stays so.
+func (c *laneCache) advance(stream string, from, to uint64, appended []events.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	packed, ok := c.lanes[stream]
+	if !ok {
+		return
+	}
+	cur, err := packed.unpack()
+	switch {
+	case err != nil || (cur.version != from && cur.version < to):
+		delete(c.lanes, stream)
+	case cur.version >= to:
+	default:
+		for _, e := range appended {
+			cur.lane = domain.Evolve(cur.lane, e)
+		}
+		cur.version = to
+		c.lanes[stream] = packLane(cur)
+	}
 }
 
 func (c *laneCache) drop(stream string) {

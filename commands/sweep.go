@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/google/uuid"
@@ -63,73 +64,85 @@ func (h *Handler) sweep(ctx context.Context, command, commandID string, decide f
 // decideBatch decides every target lane on its cached (or freshly read)
 // state and appends the lanes that change together (events.BatchAppender:
 // one transaction and one fsync for thousands of lanes on the SQLite store,
-// instead of one durable append per lane). Each lane's append still carries
-// its own expected version and command id, so each lane's history explains
-// itself and a retried batch is idempotent per lane. A lane that moved in
-// the meantime is decided again on its own, through execute. decide gets
-// the target's index. The outcomes are in the order of targets; a lane that
-// could not be read fails alone (its outcome's error) and the others are
-// still decided and appended, so a caller that retries failed lanes (the
-// expiry watcher) does not redo the rest; the error is for the batch as a
-// whole (a cancelled context, a closed store), with the outcomes of the
-// lanes answered before.
+// instead of one durable append per lane). The lanes are decided as the
+// store takes them, so the store writes the first while later ones are
+// still being decided. Each lane's append still carries its own expected
+// version and command id, so each lane's history explains itself and a
+// retried batch is idempotent per lane. A lane that moved in the meantime
+// is decided again on its own, through execute. decide gets the target's
+// index. The outcomes are in the order of targets; a lane that could not be
+// read fails alone (its outcome's error) and the others are still decided
+// and appended, so a caller that retries failed lanes (the expiry watcher)
+// does not redo the rest; the error is for the batch as a whole (a
+// cancelled context, a closed store), with the outcomes of the lanes
+// answered before.
 func (h *Handler) decideBatch(ctx context.Context, command string, targets []sweepTarget, decide func(int, domain.Lane, time.Time) []events.Event) ([]sweepOutcome, error) {
+	// A pending lane holds no copy of the lane (600 bytes): once appended,
+	// the cached lane is advanced by its events (laneCache.advance).
 	type pending struct {
 		target  int
-		st      laneState
+		stream  string
+		version uint64
 		decided []events.Event
 	}
-	// Sized up front: a pending lane is a few hundred bytes, and growing
-	// the slices by doubling copied them over and over (a third of the
-	// sweep's CPU at 10k lanes).
+	// Sized up front: growing the slice by doubling copied it over and
+	// over.
 	batch := make([]pending, 0, len(targets))
-	appends := make([]events.StreamAppend, 0, len(targets))
 	outcomes := make([]sweepOutcome, len(targets))
-	for i, t := range targets {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if t.key == "" {
-			outcomes[i].err = fmt.Errorf("%s: %w: empty session key", command, domain.ErrInvalidArgument)
-			continue
-		}
-		stream := events.LaneStream(t.key)
-		st, cached := h.cache.get(stream)
-		if !cached {
-			var err error
-			if st, err = h.load(ctx, stream); err != nil {
-				outcomes[i].err = fmt.Errorf("%s %s: %w", command, t.key, err)
+	var cancelled error
+	appends := func(yield func(events.StreamAppend) bool) {
+		for i, t := range targets {
+			if err := ctx.Err(); err != nil {
+				cancelled = err
+				return
+			}
+			if t.key == "" {
+				outcomes[i].err = fmt.Errorf("%s: %w: empty session key", command, domain.ErrInvalidArgument)
 				continue
 			}
-		}
-		decided := decide(i, st.lane, h.now())
-		if len(decided) == 0 && cached {
-			// Nothing to do on the cached lane: make sure it is current
-			// (another process may have appended), as execute does.
-			fresh, err := h.refresh(ctx, stream, st)
-			if err != nil {
-				outcomes[i].err = fmt.Errorf("%s %s: %w", command, t.key, err)
+			stream := events.LaneStream(t.key)
+			st, cached := h.cache.get(stream)
+			if !cached {
+				var err error
+				if st, err = h.load(ctx, stream); err != nil {
+					outcomes[i].err = fmt.Errorf("%s %s: %w", command, t.key, err)
+					continue
+				}
+			}
+			decided := decide(i, st.lane, h.now())
+			if len(decided) == 0 && cached {
+				// Nothing to do on the cached lane: make sure it is current
+				// (another process may have appended), as execute does.
+				fresh, err := h.refresh(ctx, stream, st)
+				if err != nil {
+					outcomes[i].err = fmt.Errorf("%s %s: %w", command, t.key, err)
+					continue
+				}
+				if fresh.version != st.version {
+					st, decided = fresh, decide(i, fresh.lane, h.now())
+				}
+			}
+			if len(decided) == 0 {
 				continue
 			}
-			if fresh.version != st.version {
-				st, decided = fresh, decide(i, fresh.lane, h.now())
+			id := t.commandID
+			if id == "" {
+				id = uuid.NewString()
+			}
+			batch = append(batch, pending{target: i, stream: stream, version: st.version, decided: decided})
+			if !yield(events.StreamAppend{Stream: stream, Expected: events.ExactVersion(st.version),
+				Proposed: h.proposals(command, id, stream, decided)}) {
+				return
 			}
 		}
-		if len(decided) == 0 {
-			continue
-		}
-		id := t.commandID
-		if id == "" {
-			id = uuid.NewString()
-		}
-		batch = append(batch, pending{target: i, st: st, decided: decided})
-		appends = append(appends, events.StreamAppend{Stream: stream, Expected: events.ExactVersion(st.version),
-			Proposed: h.proposals(command, id, stream, decided)})
 	}
 	results, batchErr := h.appendBatch(ctx, appends)
+	if batchErr == nil && cancelled != nil {
+		batchErr = cancelled
+	}
 	for i, p := range batch {
 		t := targets[p.target]
-		stream := appends[i].Stream
+		stream := p.stream
 		var r events.BatchResult
 		if i < len(results) {
 			r = results[i]
@@ -154,11 +167,7 @@ func (h *Handler) decideBatch(ctx context.Context, command string, targets []swe
 			h.cache.drop(stream)
 			outcomes[p.target].events = p.decided
 		default:
-			lane := p.st.lane
-			for _, e := range p.decided {
-				lane = domain.Evolve(lane, e)
-			}
-			h.cache.put(stream, laneState{lane: lane, version: r.Result.LastVersion()})
+			h.cache.advance(stream, p.version, r.Result.LastVersion(), p.decided)
 			outcomes[p.target].events = p.decided
 		}
 	}
@@ -173,15 +182,12 @@ func (h *Handler) decideBatch(ctx context.Context, command string, targets []swe
 // idempotent through its derived event ids, so a retry is safe). The
 // results are in the order of appends; the error is for the call as a
 // whole, with the results answered before it.
-func (h *Handler) appendBatch(ctx context.Context, appends []events.StreamAppend) ([]events.BatchResult, error) {
-	if len(appends) == 0 {
-		return nil, nil
-	}
+func (h *Handler) appendBatch(ctx context.Context, appends iter.Seq[events.StreamAppend]) ([]events.BatchResult, error) {
 	if b, ok := h.store.(events.BatchAppender); ok {
 		return b.AppendBatch(ctx, appends)
 	}
-	out := make([]events.BatchResult, 0, len(appends))
-	for _, a := range appends {
+	var out []events.BatchResult
+	for a := range appends {
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}

@@ -22,6 +22,10 @@ var migrations = []migrate.Step{
 	{Version: 1, Name: "lanes, restart_failures and meta", Up: migrate.SQL(schemaSQL)},
 	{Version: 2, Name: "restart_failures.node: the node that recorded a count",
 		Up: migrate.SQL(`ALTER TABLE restart_failures ADD COLUMN node TEXT NOT NULL DEFAULT ''`)},
+	// SessionKeys (the sweeps' list of lanes) read every lane's row for its
+	// pruned flag: 10-14 ms at 10,000 lanes before a sweep could start.
+	{Version: 3, Name: "lanes_live: the keys of the lanes not pruned, in order",
+		Up: migrate.SQL(`CREATE INDEX lanes_live ON lanes(session_key) WHERE pruned = 0`)},
 }
 
 // migrateSchema brings the file of db to the last step. A lanes.db written

@@ -3,8 +3,11 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"iter"
+	"time"
 
 	"hermes/events"
+	"hermes/projections/storage"
 )
 
 var _ events.BatchAppender = (*Store)(nil)
@@ -15,67 +18,279 @@ var _ events.BatchAppender = (*Store)(nil)
 // unboundedly long. 10,000 lanes fit in one transaction many times over.
 var maxBatchTxBytes = 64 << 20
 
-// AppendBatch implements events.BatchAppender: the appends are committed
-// together in one transaction and one fsync (more only past maxBatchTxBytes),
-// run by the writer as a job of its own rather than mixed into the group
-// commits of concurrent Appends (which are bounded by maxBatchRequests).
-// Within the transaction each append is checked and applied on its own, as
-// in a group commit: one stream's conflict or refusal answers that stream
-// alone.
-func (s *Store) AppendBatch(ctx context.Context, appends []events.StreamAppend) ([]events.BatchResult, error) {
-	out := make([]events.BatchResult, len(appends))
+const (
+	// batchChunk is how many appends the caller encodes before handing them
+	// to the writer, and batchQueue how many such chunks may wait for it:
+	// the writer inserts one chunk while the caller produces the next.
+	batchChunk = 256
+	batchQueue = 16
+)
+
+// maxBatchHold and maxBatchGap bound how long a transaction of AppendBatch
+// holds the write lock while the caller is slow to produce appends (lanes
+// read from the store one by one, say): past maxBatchHold, the transaction
+// is committed as soon as the caller has nothing ready for maxBatchGap, and
+// the appends queued meanwhile are served before the next one begins. A
+// caller that keeps up fills one transaction (up to maxBatchTxBytes).
+var (
+	maxBatchHold = 100 * time.Millisecond
+	maxBatchGap  = 5 * time.Millisecond
+)
+
+// AppendBatch implements events.BatchAppender. The appends are encoded on
+// the caller's goroutine as the sequence yields them, in chunks, while the
+// writer inserts the chunks already handed over into one open transaction,
+// committed with one fsync at the end (more only past maxBatchTxBytes, or
+// when the caller falls behind for longer than maxBatchHold). The batch is
+// a job of the writer of its own rather than mixed into the group commits
+// of concurrent Appends. Within the transaction each append is checked and
+// applied on its own, as in a group commit: one stream's conflict or
+// refusal answers that stream alone.
+func (s *Store) AppendBatch(ctx context.Context, appends iter.Seq[events.StreamAppend]) ([]events.BatchResult, error) {
 	if s.w == nil {
-		return out, fmt.Errorf("append batch: %w", ErrReadOnly)
+		return nil, fmt.Errorf("append batch: %w", ErrReadOnly)
 	}
-	reqs := make([]*request, 0, len(appends))
-	index := make([]int, 0, len(appends)) // reqs[k] answers appends[index[k]]
-	for i, a := range appends {
+	var out []events.BatchResult
+	var reqs []*request
+	var index []int // reqs[k] answers out[index[k]]
+	job := &batchJob{ctx: ctx, chunks: make(chan []*request, batchQueue)}
+	o := op{reply: make(chan error, 1), run: job.run}
+	started := false
+	var stopped error
+	chunk := make([]*request, 0, batchChunk)
+	// send hands the chunk to the writer, and the job with the first one.
+	send := func() error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("append batch: %w", err)
+		}
+		if !started {
+			select {
+			case s.w.ops <- o:
+				started = true
+			case <-s.closing:
+				return fmt.Errorf("append batch: %w", ErrClosed)
+			case <-ctx.Done():
+				return fmt.Errorf("append batch: %w", ctx.Err())
+			}
+		}
+		select {
+		case job.chunks <- chunk:
+		case <-s.closing:
+			return fmt.Errorf("append batch: %w", ErrClosed)
+		case <-ctx.Done():
+			return fmt.Errorf("append batch: %w", ctx.Err())
+		}
+		chunk = make([]*request, 0, batchChunk)
+		return nil
+	}
+	for a := range appends {
+		out = append(out, events.BatchResult{})
 		r, err := newRequest(ctx, a.Stream, a.Expected, a.Proposed)
 		if err != nil {
-			out[i].Err = err
+			out[len(out)-1].Err = err
 			continue
 		}
 		reqs = append(reqs, r)
-		index = append(index, i)
+		index = append(index, len(out)-1)
+		if chunk = append(chunk, r); len(chunk) == batchChunk {
+			if stopped = send(); stopped != nil {
+				break
+			}
+		}
 	}
-	for start := 0; start < len(reqs); {
-		end, size := start, 0
-		for end < len(reqs) && (end == start || size+reqs[end].size <= maxBatchTxBytes) {
-			size += reqs[end].size
-			end++
-		}
-		if err := s.commitBatch(ctx, reqs[start:end]); err != nil {
-			return out, err
-		}
-		for k := start; k < end; k++ {
-			rep := <-reqs[k].reply
-			out[index[k]] = events.BatchResult{Result: rep.res, Err: rep.err}
-		}
-		start = end
+	if stopped == nil {
+		stopped = send()
 	}
-	return out, nil
+	if started {
+		close(job.chunks)
+		// The writer runs a job it took to the end (it answers every
+		// request it was handed, a cancelled one with its context's
+		// error), so this wait is bounded by its last transaction.
+		<-o.reply
+	}
+	for k, r := range reqs {
+		if r.answered {
+			out[index[k]] = events.BatchResult{Result: r.res, Err: r.err}
+		}
+	}
+	return out, stopped
 }
 
-// commitBatch has the writer commit reqs in one transaction and waits until
-// it has; each request's outcome is then in its reply channel.
-func (s *Store) commitBatch(ctx context.Context, reqs []*request) error {
-	o := op{reply: make(chan error, 1), run: func(w *writer) error {
-		w.commit(reqs)
-		// The sweep's appenders do not come back for the next batch: no
-		// gathering for them.
-		w.answered = 0
-		return nil
-	}}
-	select {
-	case s.w.ops <- o:
-	case <-s.closing:
-		return fmt.Errorf("append batch: %w", ErrClosed)
-	case <-ctx.Done():
-		return fmt.Errorf("append batch: %w", ctx.Err())
+// batchJob is one AppendBatch on the writer: the chunks of requests the
+// caller hands over, applied in transactions of the writer's connection.
+type batchJob struct {
+	ctx    context.Context
+	chunks chan []*request
+	// tx are the requests in the open transaction; txBytes their size and
+	// opened when it began.
+	tx      []*request
+	txBytes int
+	opened  time.Time
+}
+
+// run is the job on the writer's goroutine: it takes the chunks until the
+// caller closes them, applying each in the open transaction (begun by the
+// first chunk), and commits at the end, past maxBatchTxBytes, or when the
+// caller falls behind (maxBatchHold); between transactions it serves the
+// appends queued meanwhile. Every request it took is answered (r.answered)
+// when it returns.
+func (j *batchJob) run(w *writer) error {
+	defer func() { w.answered = 0 }()
+	wait := time.NewTimer(time.Hour)
+	wait.Stop()
+	defer wait.Stop()
+	for {
+		var chunk []*request
+		more := true
+		if j.tx == nil {
+			select {
+			case chunk, more = <-j.chunks:
+			case r := <-w.reqs:
+				w.groupCommit(r)
+				continue
+			}
+		} else {
+			wait.Reset(max(time.Until(j.opened.Add(maxBatchHold)), maxBatchGap))
+			select {
+			case chunk, more = <-j.chunks:
+			case <-wait.C:
+				j.commit(w)
+				continue
+			}
+		}
+		if !more {
+			j.commit(w)
+			return nil
+		}
+		j.take(w, chunk)
 	}
-	// The writer runs an op it took to the end (w.commit answers every
-	// request, a cancelled one with its context's error), so this wait is
-	// bounded by the transaction.
-	<-o.reply
-	return nil
+}
+
+// take applies chunk, committing first where the transaction would pass
+// maxBatchTxBytes (never inside an append: one bigger than the bound has a
+// transaction of its own).
+func (j *batchJob) take(w *writer, chunk []*request) {
+	for len(chunk) > 0 {
+		n, size := 0, j.txBytes
+		for n < len(chunk) && ((j.tx == nil && n == 0) || size+chunk[n].size <= maxBatchTxBytes) {
+			size += chunk[n].size
+			n++
+		}
+		if n == 0 {
+			j.commit(w)
+			continue
+		}
+		j.apply(w, chunk[:n])
+		chunk = chunk[n:]
+	}
+}
+
+// apply applies chunk in the open transaction, beginning one if none is.
+func (j *batchJob) apply(w *writer, chunk []*request) {
+	if err := j.ctx.Err(); err != nil {
+		// Nothing more of the batch is written: what the open transaction
+		// holds is undone too (the caller has given up on its outcome).
+		if j.tx != nil {
+			w.rollbackTx()
+			j.failTx(err)
+		}
+		fail(chunk, err)
+		return
+	}
+	if j.tx == nil {
+		if err := w.beginTx(); err != nil {
+			fail(chunk, storage.Classify(err))
+			return
+		}
+		j.opened = time.Now()
+	}
+	j.tx = append(j.tx, chunk...)
+	for _, r := range chunk {
+		j.txBytes += r.size
+	}
+	if err := w.apply(chunk); err != nil {
+		w.rollbackTx()
+		j.failTx(storage.Classify(err))
+	}
+}
+
+// commit commits the open transaction, if any, and answers its requests.
+func (j *batchJob) commit(w *writer) {
+	if j.tx == nil {
+		return
+	}
+	if err := j.ctx.Err(); err != nil {
+		w.rollbackTx()
+		j.failTx(err)
+		return
+	}
+	commit := w.commitTx
+	if len(j.tx) > batchChunk {
+		commit = w.commitDeferringCheckpoint
+	}
+	if err := commit(); err != nil {
+		j.failTx(storage.Classify(err))
+		return
+	}
+	for _, r := range j.tx {
+		r.answered = true
+	}
+	j.tx, j.txBytes = nil, 0
+	w.onCommit()
+}
+
+// failTx answers the requests of the transaction just undone with err.
+func (j *batchJob) failTx(err error) {
+	fail(j.tx, err)
+	j.tx, j.txBytes = nil, 0
+}
+
+// fail answers reqs with err: nothing of them is in the log.
+func fail(reqs []*request, err error) {
+	for _, r := range reqs {
+		r.res, r.err, r.answered = events.AppendResult{}, fmt.Errorf("append %s: %w", r.stream, err), true
+	}
+}
+
+// autoCheckpointPages is SQLite's default wal_autocheckpoint, which the
+// writer's connection keeps: a commit that leaves the write-ahead log
+// longer than this many pages checkpoints it.
+const autoCheckpointPages = 1000
+
+// commitDeferringCheckpoint commits the open transaction of a big batch
+// without the automatic checkpoint that would follow it (a 10,000-lane
+// batch leaves more than autoCheckpointPages in the log, and copying them
+// into the file took a third of its commit), so that the batch is answered
+// first; the writer checkpoints right after (checkpointIfDue).
+func (w *writer) commitDeferringCheckpoint() error {
+	if _, err := w.stmtAutoCheckpointOff.Exec(); err != nil {
+		return fmt.Errorf("defer checkpoint: %w", err)
+	}
+	err := w.commitTx()
+	w.checkpointDue = true
+	if _, onErr := w.stmtAutoCheckpointOn.Exec(); onErr != nil && err == nil {
+		// The commit stands; the next commits checkpoint as usual once
+		// the setting is back (checkpointIfDue tries again).
+		w.autoCheckpointOff = true
+	}
+	return err
+}
+
+// checkpointIfDue runs the checkpoint a batch's commit deferred: PASSIVE,
+// like the automatic one, so it never waits for a reader. A failure only
+// leaves the log longer until the next checkpoint.
+func (w *writer) checkpointIfDue() {
+	if !w.checkpointDue {
+		return
+	}
+	w.checkpointDue = false
+	if w.autoCheckpointOff {
+		if _, err := w.stmtAutoCheckpointOn.Exec(); err == nil {
+			w.autoCheckpointOff = false
+		}
+	}
+	_, _ = w.stmtCheckpoint.Exec()
 }

@@ -1,9 +1,13 @@
 package sqlite
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"testing"
+	"time"
 
 	"hermes/events"
 )
@@ -26,7 +30,7 @@ func TestAppendBatch(t *testing.T) {
 		events.StreamAppend{Stream: "lane-empty", Expected: events.NoStream()},
 		events.StreamAppend{Stream: "lane-retry", Expected: events.NoStream(), Proposed: touch("r1")},
 	)
-	out, err := s.AppendBatch(t.Context(), appends)
+	out, err := s.AppendBatch(t.Context(), slices.Values(appends))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +73,10 @@ func TestAppendBatchOneTransaction(t *testing.T) {
 		{"more bytes than one transaction", 4, 1, 4},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			defer func(was int) { maxBatchTxBytes = was }(maxBatchTxBytes)
-			maxBatchTxBytes = c.txBytes
+			defer func(was int, hold time.Duration) { maxBatchTxBytes, maxBatchHold = was, hold }(maxBatchTxBytes, maxBatchHold)
+			// A caller descheduled under load must not split the
+			// transaction here: only the size bound does.
+			maxBatchTxBytes, maxBatchHold = c.txBytes, time.Hour
 			s := openTemp(t)
 			commits := 0
 			notify := s.w.onCommit
@@ -80,7 +86,7 @@ func TestAppendBatchOneTransaction(t *testing.T) {
 				appends[i] = events.StreamAppend{Stream: fmt.Sprintf("lane-%d", i), Expected: events.NoStream(),
 					Proposed: touch(fmt.Sprintf("e%d-1", i), fmt.Sprintf("e%d-2", i))}
 			}
-			out, err := s.AppendBatch(t.Context(), appends)
+			out, err := s.AppendBatch(t.Context(), slices.Values(appends))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,4 +100,145 @@ func TestAppendBatchOneTransaction(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAppendBatchSlowCallerLetsAppendsThrough: given a batch whose caller
+// stops producing appends after a first chunk, when the transaction has
+// been open for maxBatchHold (0 here) and nothing more comes, then the
+// chunk is committed and an Append made meanwhile by someone else is served
+// before the caller goes on, ahead of the rest of the batch.
+func TestAppendBatchSlowCallerLetsAppendsThrough(t *testing.T) {
+	defer func(hold, gap time.Duration) { maxBatchHold, maxBatchGap = hold, gap }(maxBatchHold, maxBatchGap)
+	maxBatchHold, maxBatchGap = 0, 0
+	s := openTemp(t)
+	ctx := t.Context()
+	seq := func(yield func(events.StreamAppend) bool) {
+		for i := range 2 * batchChunk {
+			if i == batchChunk {
+				// The first chunk is handed over: an append of someone
+				// else gets through while this caller is busy.
+				done := make(chan error, 1)
+				go func() {
+					_, err := s.Append(ctx, "other", events.NoStream(), touch("o1"))
+					done <- err
+				}()
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Errorf("Append during the batch: %v", err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Error("an Append made while the batch's caller was busy did not get through")
+				}
+			}
+			if !yield(events.StreamAppend{Stream: fmt.Sprintf("lane-%d", i), Expected: events.NoStream(), Proposed: touch(fmt.Sprintf("e%d", i))}) {
+				return
+			}
+		}
+	}
+	out, err := s.AppendBatch(ctx, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 2*batchChunk {
+		t.Fatalf("%d results for %d appends", len(out), 2*batchChunk)
+	}
+	for i, r := range out {
+		if r.Err != nil || r.Result.LastVersion() != 1 {
+			t.Fatalf("append %d = %+v, want version 1", i, r)
+		}
+	}
+	if other, last := readPosition(t, s, "other"), out[len(out)-1].Result.Positions[0]; other >= last {
+		t.Errorf("positions: other %d, last lane %d; want the other append before the batch's end", other, last)
+	}
+}
+
+// TestAppendBatchCancelled: given a batch whose context is cancelled
+// while its caller still produces appends, then AppendBatch says so, and
+// every append is either answered with its result and in the log, or not
+// in the log at all (answered with an error, or not answered).
+func TestAppendBatchCancelled(t *testing.T) {
+	s := openTemp(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	const n = 3 * batchChunk
+	seq := func(yield func(events.StreamAppend) bool) {
+		for i := range n {
+			if i == 2*batchChunk {
+				cancel()
+			}
+			if !yield(events.StreamAppend{Stream: fmt.Sprintf("lane-%d", i), Expected: events.NoStream(), Proposed: touch(fmt.Sprintf("e%d", i))}) {
+				return
+			}
+		}
+	}
+	out, err := s.AppendBatch(ctx, seq)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("AppendBatch error = %v, want context.Canceled", err)
+	}
+	for i := range n {
+		stream := fmt.Sprintf("lane-%d", i)
+		_, readErr := s.ReadStream(t.Context(), stream, 0, 1, events.Forwards)
+		stored := readErr == nil
+		if !stored && !errors.Is(readErr, events.ErrStreamNotFound) {
+			t.Fatal(readErr)
+		}
+		answered := i < len(out) && out[i].Err == nil && len(out[i].Result.Versions) > 0
+		if answered != stored {
+			t.Errorf("%s: answered as appended %v, in the log %v", stream, answered, stored)
+		}
+	}
+}
+
+func readPosition(t *testing.T, s *Store, stream string) uint64 {
+	t.Helper()
+	evs, err := s.ReadStream(t.Context(), stream, 0, 1, events.Forwards)
+	if err != nil || len(evs) == 0 {
+		t.Fatalf("ReadStream(%s) = %v, %v", stream, evs, err)
+	}
+	return evs[0].Position
+}
+
+// TestAppendBatchCheckpointsAfterAnswering: given a batch of more than one
+// chunk, when it is answered, then its commit skipped the automatic
+// checkpoint but the writer ran one right after (the pages are in the
+// database file before the writer's next job), and the automatic
+// checkpoint is on again for the next commits.
+func TestAppendBatchCheckpointsAfterAnswering(t *testing.T) {
+	s := openTemp(t)
+	before := fileSize(t, s.path)
+	appends := make([]events.StreamAppend, 3000)
+	for i := range appends {
+		ids := make([]string, 4)
+		for k := range ids {
+			ids[k] = fmt.Sprintf("e%d-%d", i, k)
+		}
+		appends[i] = events.StreamAppend{Stream: fmt.Sprintf("lane-%d", i), Expected: events.NoStream(), Proposed: touch(ids...)}
+	}
+	if _, err := s.AppendBatch(t.Context(), slices.Values(appends)); err != nil {
+		t.Fatal(err)
+	}
+	var pages int
+	if err := s.onWriter(t.Context(), "read wal_autocheckpoint", func(w *writer) error {
+		return w.conn.QueryRowContext(t.Context(), "PRAGMA wal_autocheckpoint").Scan(&pages)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if pages != autoCheckpointPages {
+		t.Errorf("wal_autocheckpoint after the batch = %d, want %d", pages, autoCheckpointPages)
+	}
+	// With the automatic checkpoint off, only a checkpoint moves pages
+	// into the database file.
+	if after := fileSize(t, s.path); after <= before {
+		t.Errorf("database file %d bytes before the batch, %d after: the batch's pages were not checkpointed", before, after)
+	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
 }

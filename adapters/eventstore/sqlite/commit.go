@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 
 	"hermes/events"
 
@@ -18,25 +19,46 @@ const beginAttempts = 3
 // write runs the batch in one transaction. On any error nothing of the batch
 // is committed and the version cache is dropped.
 func (w *writer) write(batch []*request) error {
+	if err := w.beginTx(); err != nil {
+		return err
+	}
+	if err := w.apply(batch); err != nil {
+		w.rollbackTx()
+		return err
+	}
+	return w.commitTx()
+}
+
+// beginTx opens the writer's transaction: the requests applied until
+// commitTx or rollbackTx share it.
+func (w *writer) beginTx() error {
 	if err := w.pageLimit.Apply(context.Background(), w.conn); err != nil {
 		return err
 	}
 	if err := w.begin(); err != nil {
 		return err
 	}
-	err := w.apply(batch)
-	if err == nil {
-		if _, err = w.stmtCommit.Exec(); err != nil {
-			err = fmt.Errorf("commit: %w", err)
-		}
+	var dv int64
+	if err := w.stmtDataVersion.QueryRow().Scan(&dv); err != nil {
+		w.rollbackTx()
+		return fmt.Errorf("read data version: %w", err)
 	}
-	if err != nil {
-		// After some I/O errors SQLite has already rolled back; the
-		// ROLLBACK error then only says there is no transaction.
-		_, _ = w.stmtRollback.Exec()
+	if dv != w.dataVersion {
 		clear(w.versions)
-		clear(w.pending)
-		return err
+		w.dataVersion = dv
+	}
+	w.txNow = w.clock().UnixNano()
+	w.txReqs, w.txOneByOne = w.txReqs[:0], false
+	return nil
+}
+
+// commitTx commits the open transaction; on an error nothing of it is
+// committed and the version cache is dropped.
+func (w *writer) commitTx() error {
+	w.txReqs = w.txReqs[:0]
+	if _, err := w.stmtCommit.Exec(); err != nil {
+		w.rollbackTx()
+		return fmt.Errorf("commit: %w", err)
 	}
 	if len(w.versions)+len(w.pending) > maxCachedStreams {
 		w.evict()
@@ -46,6 +68,17 @@ func (w *writer) write(batch []*request) error {
 	}
 	clear(w.pending)
 	return nil
+}
+
+// rollbackTx undoes the open transaction and drops the version cache.
+func (w *writer) rollbackTx() {
+	// After some I/O errors, or an INSERT OR ROLLBACK that failed, SQLite
+	// has already rolled back; the ROLLBACK error then only says there is
+	// no transaction.
+	_, _ = w.stmtRollback.Exec()
+	w.txReqs = w.txReqs[:0]
+	clear(w.versions)
+	clear(w.pending)
 }
 
 func (w *writer) begin() error {
@@ -60,54 +93,48 @@ func (w *writer) begin() error {
 	}
 }
 
-// apply checks and inserts the batch inside the open transaction. The fast
-// path checks every expected version from the cache and inserts all rows
-// with a few multi-row INSERTs. If that hits a constraint (an id already
-// stored, or a stream version the cache got wrong), it is undone and the
-// batch is replayed one request at a time, each in its own savepoint, so
-// that one bad request does not fail the others.
-func (w *writer) apply(batch []*request) error {
-	var dv int64
-	if err := w.stmtDataVersion.QueryRow().Scan(&dv); err != nil {
-		return fmt.Errorf("read data version: %w", err)
+// apply checks and inserts reqs inside the open transaction. The fast path
+// checks every expected version from the cache and inserts all rows with a
+// few multi-row INSERT OR ROLLBACKs: no statement journal, since a failure
+// ends the whole transaction rather than one statement (a multi-row INSERT
+// that may abort copies every page it changes to a statement journal, a
+// third of the writer's time in a 10,000-lane sweep). If that hits a
+// constraint (an id already stored, or a stream version the cache got
+// wrong), SQLite has rolled the transaction back: it is begun again and
+// every request of it is replayed one at a time, each atomic on its own
+// (a statement or a savepoint), so that one bad request does not fail the
+// others; the rest of the transaction goes one at a time too.
+func (w *writer) apply(reqs []*request) error {
+	if w.txOneByOne {
+		w.txReqs = append(w.txReqs, reqs...)
+		return w.applyOneByOne(reqs)
 	}
-	if dv != w.dataVersion {
-		clear(w.versions)
-		w.dataVersion = dv
-	}
-	now := w.clock().UnixNano()
-	if err := w.load(batch); err != nil {
+	if err := w.load(reqs); err != nil {
 		return err
 	}
-
 	var ok, conflicted []*request
-	for _, r := range batch {
+	for _, r := range reqs {
 		r.res, r.err = events.AppendResult{}, nil
 		cur, err := w.expectedVersion(r)
 		if err != nil {
 			return err
 		}
+		r.base = cur
 		if !r.expected.Matches(cur) {
-			r.base = cur
 			conflicted = append(conflicted, r)
 			continue
 		}
-		r.base = cur
 		w.pending[r.stream] = cur + uint64(len(r.rows))
 		ok = append(ok, r)
 	}
+	w.txReqs = append(w.txReqs, reqs...)
 	if len(ok) > 0 {
-		rows := 0
-		for _, r := range ok {
-			rows += len(r.rows)
-		}
-		err := w.atomically(rows, func() error { return w.insert(ok, now) })
+		err := w.insert(ok, insertOrRollback)
 		if err == nil {
 			err = w.erase(ok)
 		}
 		if isCode(err, sqlite3.SQLITE_CONSTRAINT) {
-			clear(w.pending)
-			return w.applyOneByOne(batch, now)
+			return w.replayOneByOne()
 		}
 		if err != nil {
 			return err
@@ -121,17 +148,32 @@ func (w *writer) apply(batch []*request) error {
 	return nil
 }
 
-func (w *writer) applyOneByOne(batch []*request, now int64) error {
-	for _, r := range batch {
+// replayOneByOne begins the transaction the fast path's constraint failure
+// rolled back again and applies all its requests one at a time.
+func (w *writer) replayOneByOne() error {
+	all := slices.Clone(w.txReqs)
+	// The version cache stays: it is as of the last commit, and the
+	// transaction that failed changed nothing.
+	_, _ = w.stmtRollback.Exec()
+	clear(w.pending)
+	if err := w.beginTx(); err != nil {
+		return err
+	}
+	w.txReqs, w.txOneByOne = append(w.txReqs, all...), true
+	return w.applyOneByOne(all)
+}
+
+func (w *writer) applyOneByOne(reqs []*request) error {
+	for _, r := range reqs {
 		r.res, r.err = events.AppendResult{}, nil
-		if err := w.applyOne(r, now); err != nil {
+		if err := w.applyOne(r); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (w *writer) applyOne(r *request, now int64) error {
+func (w *writer) applyOne(r *request) error {
 	for attempt := 0; ; attempt++ {
 		cur, err := w.expectedVersion(r)
 		if err != nil {
@@ -141,7 +183,7 @@ func (w *writer) applyOne(r *request, now int64) error {
 		if !r.expected.Matches(cur) {
 			return w.resolveConflict(r)
 		}
-		err = w.atomically(len(r.rows), func() error { return w.insert([]*request{r}, now) })
+		err = w.atomically(len(r.rows), func() error { return w.insert([]*request{r}, insertOrAbort) })
 		if err == nil {
 			err = w.erase([]*request{r})
 		}
@@ -213,9 +255,10 @@ func (w *writer) resolveIDs(r *request) (bool, error) {
 	return true, nil
 }
 
-// atomically runs f, which inserts rows rows, so that its failure undoes
-// only its own writes. Up to maxRowsPerInsert rows, f is one INSERT, and
-// SQLite undoes a failed statement by itself; beyond, a savepoint does.
+// atomically runs f, which inserts rows rows with insertOrAbort, so that
+// its failure undoes only its own writes. Up to maxRowsPerInsert rows, f is
+// one INSERT, and SQLite undoes a failed statement by itself; beyond, a
+// savepoint does.
 func (w *writer) atomically(rows int, f func() error) error {
 	if rows <= maxRowsPerInsert {
 		return f()

@@ -10,6 +10,13 @@
 // a catch-up reader that reads "position > checkpoint" can never skip an
 // event that commits later.
 //
+// A batch of many streams (AppendBatch: the sweeps) is a job of the writer
+// of its own: the caller hands over chunks of encoded appends while the
+// writer inserts the earlier ones into one open transaction (batch.go). The
+// rows of a transaction go in with multi-row INSERT OR ROLLBACK, which
+// SQLite runs without a statement journal; a constraint failure rolls the
+// transaction back and it is replayed one append at a time (commit.go).
+//
 // Other processes may open the same file (a second server, the CLI that
 // tails the log with [WithReadOnly]). SQLite's file locks serialise their
 // writers (BEGIN IMMEDIATE, a busy timeout, bounded retries). The writer

@@ -18,17 +18,36 @@ const (
 	columnsPerRow    = 7
 )
 
+// insertMode is how an INSERT of the writer fails on a constraint.
+type insertMode int
+
+const (
+	// insertOrAbort undoes the failed statement only: SQLite keeps a
+	// statement journal for a multi-row INSERT so that it can.
+	insertOrAbort insertMode = iota
+	// insertOrRollback rolls the whole transaction back, which needs no
+	// statement journal: the fast path, replayed one request at a time
+	// after a failure (apply).
+	insertOrRollback
+)
+
+type insertKey struct {
+	rows int
+	mode insertMode
+}
+
 type slot struct {
 	r *request
 	i int
 }
 
 // insert writes the rows of reqs, versions following each request's base,
-// with multi-row INSERTs, and fills in versions and positions. Positions
+// with multi-row INSERTs failing as mode says, and fills in versions and
+// positions; the rows are recorded at the transaction's time. Positions
 // come from AUTOINCREMENT: the rows of one statement get consecutive
 // positions ending at its last insert rowid, since no other writer can run
 // inside this transaction.
-func (w *writer) insert(reqs []*request, now int64) error {
+func (w *writer) insert(reqs []*request, mode insertMode) error {
 	w.args, w.slots = w.args[:0], w.slots[:0]
 	for _, r := range reqs {
 		r.res = events.AppendResult{
@@ -38,27 +57,27 @@ func (w *writer) insert(reqs []*request, now int64) error {
 		for i, row := range r.rows {
 			v := r.base + uint64(i) + 1
 			r.res.Versions[i] = v
-			w.args = append(w.args, r.stream, int64(v), row.id, row.typ, row.data, row.meta, now)
+			w.args = append(w.args, r.stream, int64(v), row.id, row.typ, row.data, row.meta, w.txNow)
 			w.slots = append(w.slots, slot{r, i})
 			if len(w.slots) == maxRowsPerInsert {
-				if err := w.flush(); err != nil {
+				if err := w.flush(mode); err != nil {
 					return err
 				}
 			}
 		}
 	}
 	if len(w.slots) > 0 {
-		return w.flush()
+		return w.flush(mode)
 	}
 	return nil
 }
 
 // flush inserts the pending rows, in as few statements as the prepared
 // sizes allow.
-func (w *writer) flush() error {
+func (w *writer) flush(mode insertMode) error {
 	for done := 0; done < len(w.slots); {
 		n := statementRows(len(w.slots) - done)
-		stmt, err := w.insertStmt(n)
+		stmt, err := w.insertStmt(insertKey{rows: n, mode: mode})
 		if err != nil {
 			return err
 		}
@@ -83,7 +102,7 @@ func (w *writer) flush() error {
 
 // statementRows is how many of n pending rows the next INSERT takes. Exact
 // sizes up to exactRows each get their statement; larger counts go by powers
-// of two, so at most exactRows+3 INSERTs are ever prepared.
+// of two, so at most exactRows+3 INSERTs are ever prepared per mode.
 func statementRows(n int) int {
 	if n <= exactRows {
 		return n
@@ -95,13 +114,17 @@ func statementRows(n int) int {
 	return c
 }
 
-func (w *writer) insertStmt(n int) (*sql.Stmt, error) {
-	if s, ok := w.inserts[n]; ok {
+func (w *writer) insertStmt(k insertKey) (*sql.Stmt, error) {
+	if s, ok := w.inserts[k]; ok {
 		return s, nil
 	}
 	var b strings.Builder
-	b.WriteString("INSERT INTO events (stream, version, event_id, type, data, metadata, recorded_at) VALUES ")
-	for i := range n {
+	b.WriteString("INSERT ")
+	if k.mode == insertOrRollback {
+		b.WriteString("OR ROLLBACK ")
+	}
+	b.WriteString("INTO events (stream, version, event_id, type, data, metadata, recorded_at) VALUES ")
+	for i := range k.rows {
 		if i > 0 {
 			b.WriteByte(',')
 		}
@@ -109,8 +132,8 @@ func (w *writer) insertStmt(n int) (*sql.Stmt, error) {
 	}
 	s, err := w.conn.PrepareContext(context.Background(), b.String())
 	if err != nil {
-		return nil, fmt.Errorf("prepare insert of %d rows: %w", n, err)
+		return nil, fmt.Errorf("prepare insert of %d rows: %w", k.rows, err)
 	}
-	w.inserts[n] = s
+	w.inserts[k] = s
 	return s, nil
 }

@@ -36,7 +36,7 @@ func openWriter(path string, cfg config, onCommit func(), stop <-chan struct{}) 
 		versions:    make(map[string]uint64),
 		dataVersion: -1,
 		pending:     make(map[string]uint64),
-		inserts:     make(map[int]*sql.Stmt),
+		inserts:     make(map[insertKey]*sql.Stmt),
 		migrations:  cfg.migrations,
 	}
 	w.notScrubbedSinceOpen.Store(true)
@@ -92,6 +92,9 @@ func (w *writer) prepare(ctx context.Context) error {
 		{&w.stmtStreamVersion, "SELECT coalesce(max(version), 0) FROM events WHERE stream = ?"},
 		{&w.stmtStreamVersions, "SELECT j.value, (SELECT coalesce(max(version), 0) FROM events WHERE stream = j.value) FROM json_each(?) AS j"},
 		{&w.stmtLookupID, "SELECT stream, version, position FROM events WHERE event_id = ?"},
+		{&w.stmtAutoCheckpointOff, "PRAGMA wal_autocheckpoint = 0"},
+		{&w.stmtAutoCheckpointOn, fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", autoCheckpointPages)},
+		{&w.stmtCheckpoint, "PRAGMA wal_checkpoint(PASSIVE)"},
 	} {
 		stmt, err := w.conn.PrepareContext(ctx, p.sql)
 		if err != nil {
@@ -108,6 +111,7 @@ func (w *writer) close() error {
 	for _, s := range []*sql.Stmt{
 		w.stmtBegin, w.stmtCommit, w.stmtRollback, w.stmtSavepoint, w.stmtRelease, w.stmtRollbackTo,
 		w.stmtDataVersion, w.stmtStreamVersion, w.stmtStreamVersions, w.stmtLookupID,
+		w.stmtAutoCheckpointOff, w.stmtAutoCheckpointOn, w.stmtCheckpoint,
 	} {
 		if s != nil {
 			errs = append(errs, s.Close())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -87,7 +88,7 @@ func TestPurge_LeavesNoCopyInFreeSpace(t *testing.T) {
 					stream, e := written(kind, i, n, text)
 					batch = append(batch, events.StreamAppend{Stream: stream, Expected: events.AnyVersion(), Proposed: []events.Proposed{e}})
 					if len(batch) == 100 || n == messages-1 {
-						if _, err := s.AppendBatch(t.Context(), batch); err != nil {
+						if _, err := s.AppendBatch(t.Context(), slices.Values(batch)); err != nil {
 							t.Fatal(err)
 						}
 						batch = batch[:0]

@@ -50,6 +50,9 @@ type request struct {
 	base uint64 // stream version before the request's first event
 	res  events.AppendResult
 	err  error
+	// answered is set when res and err are the request's outcome; an
+	// AppendBatch request is answered there rather than through reply.
+	answered bool
 }
 
 type reply struct {
@@ -82,6 +85,12 @@ type writer struct {
 	dataVersion int64
 	// pending holds the versions written by the open transaction.
 	pending map[string]uint64
+	// txReqs are the requests applied in the open transaction, replayed
+	// one at a time after a constraint failure (apply); txOneByOne is set
+	// once they were; txNow is the time its rows are recorded at.
+	txReqs     []*request
+	txOneByOne bool
+	txNow      int64
 	// erasedSinceScrub is set when a batch erased events (erase.go) and
 	// cleared by the Purge that scrubs the file's free space.
 	// notScrubbedSinceOpen is set at open:
@@ -89,6 +98,12 @@ type writer struct {
 	// the first purge of a process scrubs, unless MarkPurged says the last
 	// process's clean stop did.
 	erasedSinceScrub, notScrubbedSinceOpen atomic.Bool
+
+	// checkpointDue is set by a commit that skipped the automatic
+	// checkpoint (batch.go); the writer runs it once the job is answered.
+	checkpointDue bool
+	// autoCheckpointOff: switching the automatic checkpoint back on failed.
+	autoCheckpointOff bool
 
 	stmtBegin          *sql.Stmt
 	stmtCommit         *sql.Stmt
@@ -100,7 +115,10 @@ type writer struct {
 	stmtStreamVersion  *sql.Stmt
 	stmtStreamVersions *sql.Stmt
 	stmtLookupID       *sql.Stmt
-	inserts            map[int]*sql.Stmt
+	inserts            map[insertKey]*sql.Stmt
+	// The automatic checkpoint switched off and on around a batch's
+	// commit, and the checkpoint run in its place.
+	stmtAutoCheckpointOff, stmtAutoCheckpointOn, stmtCheckpoint *sql.Stmt
 	// pageLimit is the max_page_count of SetMaxPageCount.
 	pageLimit storage.PageLimit
 	args      []any
@@ -153,6 +171,7 @@ func (w *writer) run() {
 				batch, size = append(batch, r), r.size
 			case o := <-w.ops:
 				o.reply <- o.run(w)
+				w.checkpointIfDue()
 				continue
 			case <-w.stop:
 				stopping = true
@@ -179,6 +198,31 @@ func (w *writer) run() {
 		}
 		if carry == nil && !stopping {
 			batch, carry = w.gather(batch, size)
+		}
+		w.commit(batch)
+	}
+}
+
+// groupCommit commits r with the requests queued behind it, up to the
+// batch bounds, in as many group commits as they need (without gathering:
+// an AppendBatch job serves the appends queued between its transactions).
+func (w *writer) groupCommit(r *request) {
+	var batch []*request
+	for r != nil {
+		var size int
+		batch, size, r = append(batch[:0], r), r.size, nil
+	drain:
+		for len(batch) < maxBatchRequests {
+			select {
+			case q := <-w.reqs:
+				if size+q.size > maxBatchBytes {
+					r = q
+					break drain
+				}
+				batch, size = append(batch, q), size+q.size
+			default:
+				break drain
+			}
 		}
 		w.commit(batch)
 	}
