@@ -416,7 +416,10 @@ func (r *Runner) follow(ctx context.Context) error {
 	}
 	defer sub.Close()
 	received := make(chan events.Envelope, MaxBatch)
-	go r.receive(ctx, sub, from, received)
+	// receive ends with follow, whatever ends it (an apply error too).
+	rctx, stopReceiving := context.WithCancel(ctx)
+	defer stopReceiving()
+	go r.receive(rctx, sub, from, received)
 	batch := make([]events.Envelope, 0, MaxBatch)
 	for {
 		batch = batch[:0]
