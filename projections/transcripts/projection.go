@@ -178,7 +178,9 @@ func dsn(path string, readOnly bool) string {
 		// Deleted rows are zeroed in their pages, so an erased message
 		// leaves nothing in the file (docs/ERASURE.md).
 		q.Add("_pragma", "secure_delete(1)")
-		q.Add("_pragma", "cache_size(-32768)")
+		// The writer appends and merges segments (read once); 32 MiB
+		// measured no faster and stayed resident.
+		q.Add("_pragma", "cache_size(-8192)")
 		q.Add("_pragma", "temp_store(MEMORY)")
 		q.Set("_txlock", "immediate")
 	}
