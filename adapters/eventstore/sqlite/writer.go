@@ -42,7 +42,7 @@ type request struct {
 	expected events.ExpectedVersion
 	rows     []row
 	size     int
-	reply    chan reply
+	reply    chan reply // nil for an AppendBatch request
 	// erases: a row carries an erasure.
 	erases bool
 
