@@ -44,7 +44,9 @@ func newRequest(ctx context.Context, stream string, expected events.ExpectedVers
 		stream:   stream,
 		expected: expected,
 		rows:     make([]row, len(proposed)),
+		places:   make([]uint64, 2*len(proposed)),
 	}
+	r.streamArg = stream
 	var seen map[string]struct{}
 	if len(proposed) > 8 {
 		seen = make(map[string]struct{}, len(proposed))
@@ -91,6 +93,7 @@ func newRequest(ctx context.Context, stream string, expected events.ExpectedVers
 		// One string holds both (one allocation rather than two).
 		both := string(append(data, meta...))
 		r.rows[i] = row{id: p.ID, typ: typ, data: both[:len(data)], meta: both[len(data):]}
+		r.rows[i].args = [4]any{r.rows[i].id, r.rows[i].typ, r.rows[i].data, r.rows[i].meta}
 		if x, ok := p.Event.(events.Erasure); ok {
 			r.rows[i].erasure = x
 			r.erases = true
