@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha1"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -337,10 +338,18 @@ var eventIDNamespace = uuid.MustParse("6f1c2d9e-7a43-4c1b-9e2f-5d8a0b3c4e71")
 
 // eventID derives the id of the i-th event a command appends to stream, so
 // that a retried command proposes the same ids and the store de-duplicates.
+// It is uuid.NewSHA1(eventIDNamespace, commandID NUL stream NUL i),
+// computed without the hash object NewSHA1 allocates each time.
 func eventID(commandID, stream string, i int) string {
-	name := make([]byte, 0, len(commandID)+len(stream)+4)
+	var buf [256]byte
+	name := append(buf[:0], eventIDNamespace[:]...)
 	name = append(append(append(append(name, commandID...), 0), stream...), 0)
-	return uuid.NewSHA1(eventIDNamespace, strconv.AppendInt(name, int64(i), 10)).String()
+	sum := sha1.Sum(strconv.AppendInt(name, int64(i), 10))
+	var id uuid.UUID
+	copy(id[:], sum[:])
+	id[6] = (id[6] & 0x0f) | 0x50 // version 5 (name-based, SHA-1)
+	id[8] = (id[8] & 0x3f) | 0x80 // RFC 4122 variant
+	return id.String()
 }
 
 func randomHex8() string {

@@ -22,12 +22,13 @@ func (s *Store) Append(ctx context.Context, stream string, expected events.Expec
 	if err != nil {
 		return events.AppendResult{}, err
 	}
+	r.reply = make(chan reply, 1)
 	return s.w.submit(ctx, r)
 }
 
 // newRequest validates and encodes an append on the caller's goroutine, so
 // that malformed appends never reach the writer and the writer does no JSON
-// work.
+// work. An Append gives it the reply channel the writer answers on.
 func newRequest(ctx context.Context, stream string, expected events.ExpectedVersion, proposed []events.Proposed) (*request, error) {
 	invalid := func(format string, args ...any) error {
 		return fmt.Errorf("append %s: %s: %w", stream, fmt.Sprintf(format, args...), events.ErrInvalidAppend)
@@ -43,8 +44,9 @@ func newRequest(ctx context.Context, stream string, expected events.ExpectedVers
 		stream:   stream,
 		expected: expected,
 		rows:     make([]row, len(proposed)),
-		reply:    make(chan reply, 1),
+		places:   make([]uint64, 2*len(proposed)),
 	}
+	r.streamArg = stream
 	var seen map[string]struct{}
 	if len(proposed) > 8 {
 		seen = make(map[string]struct{}, len(proposed))
@@ -88,7 +90,10 @@ func newRequest(ctx context.Context, stream string, expected events.ExpectedVers
 		if n := len(data) + len(meta); n > MaxEventSize {
 			return nil, invalid("event %q is %d bytes, more than %d", p.ID, n, MaxEventSize)
 		}
-		r.rows[i] = row{id: p.ID, typ: typ, data: string(data), meta: string(meta)}
+		// One string holds both (one allocation rather than two).
+		both := string(append(data, meta...))
+		r.rows[i] = row{id: p.ID, typ: typ, data: both[:len(data)], meta: both[len(data):]}
+		r.rows[i].args = [4]any{r.rows[i].id, r.rows[i].typ, r.rows[i].data, r.rows[i].meta}
 		if x, ok := p.Event.(events.Erasure); ok {
 			r.rows[i].erasure = x
 			r.erases = true

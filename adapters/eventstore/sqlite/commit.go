@@ -48,6 +48,7 @@ func (w *writer) beginTx() error {
 		w.dataVersion = dv
 	}
 	w.txNow = w.clock().UnixNano()
+	w.txNowArg = w.txNow
 	w.txReqs, w.txOneByOne = w.txReqs[:0], false
 	return nil
 }

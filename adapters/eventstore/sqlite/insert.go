@@ -50,14 +50,13 @@ type slot struct {
 func (w *writer) insert(reqs []*request, mode insertMode) error {
 	w.args, w.slots = w.args[:0], w.slots[:0]
 	for _, r := range reqs {
-		r.res = events.AppendResult{
-			Versions:  make([]uint64, len(r.rows)),
-			Positions: make([]uint64, len(r.rows)),
-		}
-		for i, row := range r.rows {
+		n := len(r.rows)
+		r.res = events.AppendResult{Versions: r.places[:n:n], Positions: r.places[n:]}
+		for i := range r.rows {
 			v := r.base + uint64(i) + 1
 			r.res.Versions[i] = v
-			w.args = append(w.args, r.stream, int64(v), row.id, row.typ, row.data, row.meta, w.txNow)
+			a := &r.rows[i].args
+			w.args = append(w.args, r.streamArg, int64(v), a[0], a[1], a[2], a[3], w.txNowArg)
 			w.slots = append(w.slots, slot{r, i})
 			if len(w.slots) == maxRowsPerInsert {
 				if err := w.flush(mode); err != nil {

@@ -328,6 +328,7 @@ func TestOneBatchIsolatesRequests(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				r.reply = make(chan reply, 1)
 				s.w.reqs <- r
 				return r
 			}

@@ -33,6 +33,10 @@ type row struct {
 	// erasure is set when the event erases earlier events of its stream
 	// (erase.go); the writer applies it in the transaction of the append.
 	erasure events.Erasure
+	// args are id, typ, data and meta as INSERT arguments, boxed by the
+	// appending goroutine: the writer, the sweeps' critical path, then
+	// allocates (and assists the garbage collector) less.
+	args [4]any
 }
 
 // request is one Append on its way through the writer.
@@ -42,9 +46,13 @@ type request struct {
 	expected events.ExpectedVersion
 	rows     []row
 	size     int
-	reply    chan reply
+	reply    chan reply // nil for an AppendBatch request
 	// erases: a row carries an erasure.
 	erases bool
+	// streamArg is stream as an INSERT argument; places holds the versions
+	// and positions of the result (insert), allocated by the appender.
+	streamArg any
+	places    []uint64
 
 	// Set by the writer while the request is in a transaction.
 	base uint64 // stream version before the request's first event
@@ -91,6 +99,7 @@ type writer struct {
 	txReqs     []*request
 	txOneByOne bool
 	txNow      int64
+	txNowArg   any
 	// erasedSinceScrub is set when a batch erased events (erase.go) and
 	// cleared by the Purge that scrubs the file's free space.
 	// notScrubbedSinceOpen is set at open:
