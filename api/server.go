@@ -309,9 +309,10 @@ func (s *Server) fresh(ctx context.Context) error {
 }
 
 // acksEarly reports whether an append is answered before the read models
-// commit it (Deps.Assigned, Deps.RoomToAck).
+// commit it (Deps.Assigned, Deps.RoomToAck): never while a read model
+// cannot write.
 func (s *Server) acksEarly() bool {
-	return s.Assigned != nil && (s.RoomToAck == nil || s.RoomToAck())
+	return s.Assigned != nil && s.Runner.StorageError() == nil && (s.RoomToAck == nil || s.RoomToAck())
 }
 
 // behind reports whether the read models lack a write this server made.

@@ -422,6 +422,7 @@ func (r *Runner) follow(ctx context.Context) error {
 	go r.receive(rctx, sub, from, received)
 	batch := make([]events.Envelope, 0, MaxBatch)
 	for {
+		clear(batch) // no message content kept past its batch
 		batch = batch[:0]
 		select {
 		case <-ctx.Done():
@@ -475,6 +476,7 @@ func (r *Runner) receive(ctx context.Context, sub events.Subscription, after uin
 	defer close(out)
 	got := make([]events.Envelope, 0, MaxBatch)
 	for {
+		clear(got) // no message content kept past its batch
 		got = got[:0]
 		select {
 		case <-ctx.Done():

@@ -12,11 +12,11 @@ import (
 // would then not show a message that was acknowledged.
 const earlyAckMinFree = 64 << 20
 
-// roomToAck reports whether the file system of dir has earlyAckMinFree
-// free, from a statfs at most every interval (an append must not pay a
-// system call each).
+// roomToAck reports whether the file systems of dirs (the log's and the
+// read models' directories) have earlyAckMinFree free each, from a statfs
+// at most every interval (an append must not pay a system call each).
 type roomToAck struct {
-	dir      string
+	dirs     []string
 	interval time.Duration
 	free     func(string) (uint64, error)
 	now      func() time.Time
@@ -26,8 +26,8 @@ type roomToAck struct {
 	room    bool
 }
 
-func newRoomToAck(dir string) *roomToAck {
-	return &roomToAck{dir: dir, interval: 250 * time.Millisecond, free: statfsFree, now: time.Now}
+func newRoomToAck(dirs ...string) *roomToAck {
+	return &roomToAck{dirs: dirs, interval: 250 * time.Millisecond, free: statfsFree, now: time.Now}
 }
 
 // Room is api.Deps.RoomToAck. A failed statfs says no room.
@@ -35,8 +35,12 @@ func (r *roomToAck) Room() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if now := r.now(); r.checked.IsZero() || now.Sub(r.checked) >= r.interval {
-		free, err := r.free(r.dir)
-		r.room, r.checked = err == nil && free >= earlyAckMinFree, now
+		r.room, r.checked = true, now
+		for _, dir := range r.dirs {
+			if free, err := r.free(dir); err != nil || free < earlyAckMinFree {
+				r.room = false
+			}
+		}
 	}
 	return r.room
 }

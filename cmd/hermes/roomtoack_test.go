@@ -25,7 +25,7 @@ func TestRoomToAck(t *testing.T) {
 			clock := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 			calls := 0
 			free := tc.free
-			r := &roomToAck{dir: "/x", interval: time.Second, now: func() time.Time { return clock },
+			r := &roomToAck{dirs: []string{"/x"}, interval: time.Second, now: func() time.Time { return clock },
 				free: func(string) (uint64, error) { calls++; return free, tc.err }}
 			// When asked twice within the interval
 			first, second := r.Room(), r.Room()

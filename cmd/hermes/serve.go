@@ -179,7 +179,7 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 		Runner:          rt.runner,
 		Models:          rt.models,
 		Assigned:        rt.state,
-		RoomToAck:       newRoomToAck(rt.home.hermesDir()).Room,
+		RoomToAck:       newRoomToAck(rt.home.hermesDir(), rt.home.dir).Room,
 		Rebuild:         rt.rebuilds,
 		Clock:           clock,
 		Token:           s.cfg.API.Token,

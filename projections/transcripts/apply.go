@@ -53,6 +53,7 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 			return
 		}
 		p.bulkTx, p.bulkPending, p.bulkVersions = false, 0, nil
+		p.ids.rolledBack()
 		if _, rbErr := p.stmts.rollback.ExecContext(context.Background()); rbErr != nil {
 			err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
 		}
@@ -81,7 +82,7 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 		}
 		last = env.Position
 		a.ids = p.ids.applying(env)
-		if env.Type == events.TypeMessagesImported {
+		if isImport(env) {
 			if err := p.applyImport(a, env); err != nil {
 				return fmt.Errorf("apply position %d (%s v%d %s): %w", env.Position, env.Stream, env.Version, env.Type, err)
 			}

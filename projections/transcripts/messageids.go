@@ -38,8 +38,9 @@ type messageIDs struct {
 	// ranges are the numbered events not committed yet, by position.
 	ranges map[uint64]MessageRange
 	// appliedNext is next as it was after the last event Apply passed:
-	// what the checkpoint's transaction stores.
-	appliedNext int64
+	// what the checkpoint's transaction stores; committedNext is the one
+	// the last commit stored (a rolled-back batch goes back to it).
+	appliedNext, committedNext int64
 }
 
 // load sets the numbering to the committed file's: its checkpoint and the
@@ -54,28 +55,36 @@ func (ids *messageIDs) load(ctx context.Context, q queryer) error {
 	if err != nil {
 		return err
 	}
+	// Never below a row of the file (one written by an older build that
+	// did not store the next id): its explicit ids would collide.
+	fileNext, err := autoincrementNext(ctx, q)
+	if err != nil {
+		return err
+	}
+	next = max(next, fileNext)
 	ids.mu.Lock()
 	defer ids.mu.Unlock()
-	ids.next, ids.appliedNext, ids.upTo = next, next, cp
+	ids.next, ids.appliedNext, ids.committedNext, ids.upTo = next, next, next, cp
 	ids.ranges = make(map[uint64]MessageRange)
 	return nil
 }
 
-// storedNextID reads the next message id of the committed file.
+// storedNextID reads the next message id stored with the checkpoint (1
+// when none is: load takes the file's rows into account).
 func storedNextID(ctx context.Context, q queryer) (int64, error) {
 	var v sql.NullString
 	err := q.QueryRowContext(ctx, "SELECT value FROM state_meta WHERE key = ?", metaNextMessageID).Scan(&v)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("read next message id: %w", err)
 	}
-	if v.Valid {
-		n, err := strconv.ParseInt(v.String, 10, 64)
-		if err != nil || n < 1 {
-			return 0, fmt.Errorf("stored next message id %q is not a positive integer", v.String)
-		}
-		return n, nil
+	if !v.Valid {
+		return 1, nil
 	}
-	return autoincrementNext(ctx, q)
+	n, err := strconv.ParseInt(v.String, 10, 64)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("stored next message id %q is not a positive integer", v.String)
+	}
+	return n, nil
 }
 
 // autoincrementNext is the id AUTOINCREMENT would give the next message.
@@ -104,7 +113,7 @@ func (ids *messageIDs) assign(after uint64, received []events.Envelope) {
 			after = env.Position
 			continue
 		}
-		if after != ids.upTo || env.Type == events.TypeMessagesImported {
+		if after != ids.upTo || isImport(env) {
 			return
 		}
 		ids.number(env)
@@ -133,7 +142,7 @@ func (ids *messageIDs) number(env events.Envelope) {
 func (ids *messageIDs) applying(env events.Envelope) MessageRange {
 	ids.mu.Lock()
 	defer ids.mu.Unlock()
-	if env.Position > ids.upTo && env.Type != events.TypeMessagesImported {
+	if env.Position > ids.upTo && !isImport(env) {
 		ids.number(env)
 	}
 	r := ids.ranges[env.Position]
@@ -152,7 +161,16 @@ func (ids *messageIDs) imported(pos uint64, fileNext int64) {
 		ids.next = max(ids.next, fileNext)
 		ids.upTo = pos
 	}
-	ids.appliedNext = max(ids.appliedNext, ids.next)
+	// fileNext, not next: next may count events numbered after the
+	// import (a retried batch), which this batch does not commit.
+	ids.appliedNext = max(ids.appliedNext, fileNext)
+}
+
+// isImport reports whether env is a messages_imported, whose ids depend
+// on the rows in the file (see messageIDs).
+func isImport(env events.Envelope) bool {
+	_, ok := env.Event.(events.MessagesImported)
+	return ok
 }
 
 // lookup returns the ids of the event at pos if it was numbered and not
@@ -171,25 +189,23 @@ func (ids *messageIDs) nextToStore() int64 {
 	return ids.appliedNext
 }
 
+// rolledBack takes the next id to store back to the last commit's: the
+// batch that rolled back is applied again (numbered as before), or not.
+func (ids *messageIDs) rolledBack() {
+	ids.mu.Lock()
+	defer ids.mu.Unlock()
+	ids.appliedNext = ids.committedNext
+}
+
 // committed forgets the ranges up to the checkpoint cp: the file answers
 // for them now.
 func (ids *messageIDs) committed(cp uint64) {
 	ids.mu.Lock()
 	defer ids.mu.Unlock()
+	ids.committedNext = ids.appliedNext
 	for pos := range ids.ranges {
 		if pos <= cp {
 			delete(ids.ranges, pos)
 		}
 	}
-}
-
-// RemovesSessions reports whether e deletes session rows (delete_session,
-// an erasure): after one, a state.db behind the log may still hold a
-// session that is gone (projections.Runner.SetBarrier).
-func RemovesSessions(e events.Event) bool {
-	if _, ok := e.(events.Erasure); ok {
-		return true
-	}
-	_, ok := e.(events.TranscriptDeleted)
-	return ok
 }

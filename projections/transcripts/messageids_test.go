@@ -145,3 +145,36 @@ func sameRanges(a, b map[uint64]MessageRange) bool {
 	}
 	return true
 }
+
+// TestNextIDAfterARolledBackImport: a batch holding an import rolls back
+// after a later event was numbered on receipt; the retried batch stores
+// the next id after its own events, not after the later one (else a
+// restart before the later event's batch would number it again, higher
+// than the id its append was answered with).
+func TestNextIDAfterARolledBackImport(t *testing.T) {
+	// Given an import at 1 (the file's next id is 5 once its rows are in)
+	// and an append at 2, applied, and an append at 3 numbered on receipt
+	h := newHistory()
+	imp := h.tr("s1", events.MessagesImported{SessionID: "s1", Messages: []events.ImportedMessage{{ID: 4, Role: "user"}}, At: at(0)})[0]
+	m1 := h.tr("s1", appended("s1", text("user", "one"), at(1)))[0]
+	m2 := h.tr("s1", appended("s1", text("user", "two"), at(2)))[0]
+	var ids messageIDs
+	ids.next, ids.appliedNext, ids.committedNext, ids.ranges = 1, 1, 1, map[uint64]MessageRange{}
+	apply := func() {
+		ids.applying(imp)
+		ids.imported(imp.Position, 5)
+		ids.applying(m1)
+	}
+	apply()
+	ids.assign(m1.Position, []events.Envelope{m2})
+	if r, ok := ids.lookup(m2.Position); !ok || r.FirstID != 6 {
+		t.Fatalf("append at 3 numbered %+v, %v; want id 6", r, ok)
+	}
+	// When the batch rolls back and is applied again
+	ids.rolledBack()
+	apply()
+	// Then its transaction stores 6: the id after its own append (5)
+	if got := ids.nextToStore(); got != 6 {
+		t.Fatalf("next id stored with the retried batch = %d, want 6", got)
+	}
+}
