@@ -37,6 +37,12 @@ type messageIDs struct {
 	upTo uint64
 	// ranges are the numbered events not committed yet, by position.
 	ranges map[uint64]MessageRange
+	// held are received events Assign could not number for a gap (the
+	// events before them were not numbered yet), heldAfter the position
+	// before the first: Apply numbers them as soon as it closes the gap,
+	// so that numbering on receipt resumes under a steady stream.
+	held      []events.Envelope
+	heldAfter uint64
 	// appliedNext is next as it was after the last event Apply passed:
 	// what the checkpoint's transaction stores; committedNext is the one
 	// the last commit stored (a rolled-back batch goes back to it).
@@ -108,16 +114,66 @@ func (ids *messageIDs) assign(after uint64, received []events.Envelope) {
 	if ids.ranges == nil {
 		return // not loaded: the projection is closing or failed to open
 	}
-	for _, env := range received {
+	for i, env := range received {
 		if env.Position <= ids.upTo {
 			after = env.Position
 			continue
 		}
-		if after != ids.upTo || isImport(env) {
+		if after != ids.upTo {
+			ids.hold(after, received[i:])
+			return
+		}
+		if isImport(env) {
 			return
 		}
 		ids.number(env)
 		after = env.Position
+	}
+}
+
+// maxHeld bounds the events held across a gap; past it they are
+// forgotten (Apply numbers them, and numbering on receipt resumes at the
+// next lull).
+const maxHeld = 4 * 2048
+
+// hold keeps received (after: the position before it) for numbering once
+// the gap closes; ids.mu is held.
+func (ids *messageIDs) hold(after uint64, received []events.Envelope) {
+	switch {
+	case len(ids.held) == 0:
+		ids.heldAfter = after
+	case ids.held[len(ids.held)-1].Position != after:
+		ids.held, ids.heldAfter = ids.held[:0], after // not contiguous: start again
+	}
+	if len(ids.held)+len(received) > maxHeld {
+		clear(ids.held)
+		ids.held = ids.held[:0]
+		return
+	}
+	ids.held = append(ids.held, received...)
+}
+
+// numberHeld numbers the held events that now follow the last one
+// numbered; ids.mu is held.
+func (ids *messageIDs) numberHeld() {
+	n := 0
+	for _, env := range ids.held {
+		if env.Position <= ids.upTo {
+			ids.heldAfter = env.Position
+			n++
+			continue
+		}
+		if ids.heldAfter != ids.upTo || isImport(env) {
+			break
+		}
+		ids.number(env)
+		ids.heldAfter = env.Position
+		n++
+	}
+	if n > 0 {
+		rest := copy(ids.held, ids.held[n:])
+		clear(ids.held[rest:])
+		ids.held = ids.held[:rest]
 	}
 }
 
@@ -144,6 +200,7 @@ func (ids *messageIDs) applying(env events.Envelope) MessageRange {
 	defer ids.mu.Unlock()
 	if env.Position > ids.upTo && !isImport(env) {
 		ids.number(env)
+		ids.numberHeld()
 	}
 	r := ids.ranges[env.Position]
 	if r.Count > 0 {
@@ -160,6 +217,7 @@ func (ids *messageIDs) imported(pos uint64, fileNext int64) {
 	if pos > ids.upTo {
 		ids.next = max(ids.next, fileNext)
 		ids.upTo = pos
+		ids.numberHeld()
 	}
 	// fileNext, not next: next may count events numbered after the
 	// import (a retried batch), which this batch does not commit.

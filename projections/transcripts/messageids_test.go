@@ -178,3 +178,36 @@ func TestNextIDAfterARolledBackImport(t *testing.T) {
 		t.Fatalf("next id stored with the retried batch = %d, want 6", got)
 	}
 }
+
+// TestNumberingResumesAfterAGap: events received across a gap are held
+// and numbered as soon as Apply closes it, so that the events received
+// after them are numbered on receipt again, with the ids Apply gives.
+func TestNumberingResumesAfterAGap(t *testing.T) {
+	all := idHistory().all
+	// Given a file that applied the lane's creation only
+	p := openTemp(t)
+	mustApply(t, p, all[:1])
+	// When the two appends' successors arrive before the first append is
+	// applied (a gap), then the first append is applied
+	p.Assign(all[1].Position, all[2:4])
+	if _, ok := p.AssignedMessages(all[2].Position); ok {
+		t.Fatal("numbered across a gap")
+	}
+	mustApply(t, p, all[1:2])
+	// Then the held events are numbered, and the next one received is too
+	for _, c := range []struct {
+		pos  uint64
+		want MessageRange
+	}{
+		{all[2].Position, MessageRange{SessionID: "s1", FirstID: 2, Count: 1}},
+		{all[3].Position, MessageRange{SessionID: "s1", FirstID: 3, Count: 3}},
+	} {
+		if got, ok := p.AssignedMessages(c.pos); !ok || got != c.want {
+			t.Fatalf("AssignedMessages(%d) = %+v, %v after the gap closed; want %+v", c.pos, got, ok, c.want)
+		}
+	}
+	mustApply(t, p, all[2:])
+	if got := fileIDs(t, p.Reader, all); got[all[2].Position].FirstID != 2 || got[all[3].Position].FirstID != 3 {
+		t.Fatalf("ids in the file = %+v", got)
+	}
+}
