@@ -28,8 +28,10 @@ type transcriptIndex struct{ s *Server }
 // while it is behind this server's writes is looked up again once it has
 // them (an append does not wait for the read model first: appendCurrent).
 func (x transcriptIndex) SessionExists(ctx context.Context, id string) (bool, error) {
+	// Asked before the lookup: the read models may catch up during it.
+	behind := x.s.behind()
 	ok, err := x.s.transcripts(ctx).SessionExists(ctx, id)
-	if err != nil || ok || !x.s.behind() {
+	if err != nil || ok || !behind {
 		return ok, err
 	}
 	if err := x.s.freshRead(ctx); err != nil {
@@ -49,8 +51,9 @@ func (x transcriptIndex) TitleOwner(ctx context.Context, title string) (string, 
 }
 
 func (x transcriptIndex) LaneOfSession(ctx context.Context, id string) (string, error) {
+	behind := x.s.behind() // before the lookup, as in SessionExists
 	row, err := x.s.lanes(ctx).BySessionID(ctx, id)
-	if errors.Is(err, sessions.ErrNotFound) && x.s.behind() {
+	if errors.Is(err, sessions.ErrNotFound) && behind {
 		// A session this server just started: see SessionExists.
 		if err := x.s.freshRead(ctx); err != nil {
 			return "", err
