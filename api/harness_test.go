@@ -105,7 +105,7 @@ func newHarness(t testing.TB, opts ...option) *harness {
 	t.Cleanup(func() { state.Close() })
 	h.state = state
 	h.runner = projections.NewRunner(h.raw, h.lanes, state)
-	h.runner.SetBarrier(transcripts.RemovesSessions)
+	h.runner.SetBarrier(api.StaleAfter)
 	if o.backoff != nil {
 		h.runner.SetBackoff(*o.backoff)
 	}

@@ -267,7 +267,7 @@ func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
 	rt.reader = liveReader{models: rt.models}
 	rt.runner = projections.NewRunner(rt.raw, rt.lanesFeed, rt.stateFeed)
 	rt.runner.SetLogger(rt.log)
-	rt.runner.SetBarrier(transcripts.RemovesSessions)
+	rt.runner.SetBarrier(api.StaleAfter)
 	start := time.Now()
 	if err := rt.runner.CatchUp(ctx, progressReporter(stderr, "catching up")); err != nil {
 		if !errors.Is(err, events.ErrStorageFull) {
