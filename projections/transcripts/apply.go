@@ -82,12 +82,6 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 		}
 		last = env.Position
 		a.ids = p.ids.applying(env)
-		if isImport(env) {
-			if err := p.applyImport(a, env); err != nil {
-				return fmt.Errorf("apply position %d (%s v%d %s): %w", env.Position, env.Stream, env.Version, env.Type, err)
-			}
-			continue
-		}
 		h, ok := stateHandlerOf(env.Event)
 		if !ok {
 			// Touches, turns, queue and gateway events leave state.db as
@@ -98,11 +92,15 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 		if err != nil {
 			return fmt.Errorf("apply position %d (%s v%d): %w", env.Position, env.Stream, env.Version, err)
 		}
-		if !fresh {
-			continue
+		if fresh {
+			if err := a.apply(env, h); err != nil {
+				return fmt.Errorf("apply position %d (%s v%d %s): %w", env.Position, env.Stream, env.Version, env.Type, err)
+			}
 		}
-		if err := a.apply(env, h); err != nil {
-			return fmt.Errorf("apply position %d (%s v%d %s): %w", env.Position, env.Stream, env.Version, env.Type, err)
+		if isImport(env) {
+			if err := p.numberAfterImport(a, env); err != nil {
+				return fmt.Errorf("apply position %d (%s v%d %s): %w", env.Position, env.Stream, env.Version, env.Type, err)
+			}
 		}
 	}
 	if last == cp {
@@ -148,24 +146,11 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 	return nil
 }
 
-// applyImport applies a messages_imported: the messages gathered before it
-// are inserted first (the import checks which of its ids are free, and
-// takes new ones for the others, from the rows in the file), then the
-// numbering goes on from the file.
-func (p *Projection) applyImport(a *applier, env events.Envelope) error {
-	if err := a.flush(); err != nil {
-		return err
-	}
-	fresh, err := a.guard(env)
-	if err != nil {
-		return err
-	}
-	if fresh {
-		a.env = env
-		if err := a.messagesImported(env.Event.(events.MessagesImported)); err != nil {
-			return err
-		}
-	}
+// numberAfterImport goes on numbering from the file once a
+// messages_imported is applied (or skipped): it kept Hermes' ids where
+// they were free and took new ones for the others, from the rows in the
+// file (its handler inserted the messages gathered before it first).
+func (p *Projection) numberAfterImport(a *applier, env events.Envelope) error {
 	next, err := autoincrementNext(a.ctx, p.conn)
 	if err != nil {
 		return err
