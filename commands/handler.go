@@ -63,6 +63,17 @@ func WithNode(node string) Option { return func(h *Handler) { h.node = node } }
 // Node is the node name given with [WithNode].
 func (h *Handler) Node() string { return h.node }
 
+// WithCachedLanes bounds how many lanes the handler keeps in memory
+// (n >= 1; DefaultCachedLanes otherwise). A lane past the bound is loaded
+// from its snapshot and the log again when it is next used.
+func WithCachedLanes(n int) Option {
+	return func(h *Handler) {
+		if n >= 1 {
+			h.cache.max = n
+		}
+	}
+}
+
 // WithDirectory sets the lane directory used by the sweeping commands.
 func WithDirectory(d LaneDirectory) Option { return func(h *Handler) { h.directory = d } }
 
@@ -72,7 +83,7 @@ func NewHandler(store EventLog, cfg Config, opts ...Option) *Handler {
 	if cfg.Location == nil {
 		cfg.Location = time.UTC
 	}
-	h := &Handler{store: store, now: time.Now, entropy: randomHex8, cfg: cfg}
+	h := &Handler{store: store, now: time.Now, entropy: randomHex8, cfg: cfg, cache: laneCache{max: DefaultCachedLanes}}
 	for _, o := range opts {
 		o(h)
 	}
@@ -397,10 +408,11 @@ func (k *keyedMutex) lock(key string) (unlock func()) {
 	}
 }
 
-// maxCachedLanes bounds the lane cache (about 200 bytes a lane, packed):
-// past it, an arbitrary eighth of the entries is dropped and reloaded on
-// demand.
-const maxCachedLanes = 50_000
+// DefaultCachedLanes bounds the lane cache unless [WithCachedLanes] says
+// otherwise: about 300 bytes a lane resident (packed state, key and map
+// entry), so 60 MB when full. Past the bound an arbitrary eighth of the
+// entries is dropped and reloaded on demand (a snapshot and a stream read).
+const DefaultCachedLanes = 200_000
 
 // laneCache holds lane states this process has loaded or written, packed
 // (packedlane.go). It is never trusted over the store: every append
@@ -409,6 +421,8 @@ const maxCachedLanes = 50_000
 type laneCache struct {
 	mu    sync.RWMutex
 	lanes map[string]packedLane
+	// max bounds len(lanes).
+	max int
 }
 
 func (c *laneCache) get(stream string) (laneState, bool) {
@@ -437,8 +451,8 @@ func (c *laneCache) put(stream string, st laneState) {
 	if v, n := binary.Uvarint(cur); cached && n > 0 && v > st.version {
 		return
 	}
-	if !cached && len(c.lanes) >= maxCachedLanes {
-		drop := maxCachedLanes / 8
+	if !cached && len(c.lanes) >= c.max {
+		drop := max(c.max/8, 1)
 		for k := range c.lanes {
 			if drop == 0 {
 				break

@@ -384,3 +384,35 @@ func TestHelperResolveProcess(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestHandler_LanesPastTheCacheBoundResolveTheSame: given a handler that
+// keeps only two lanes in memory, when six lanes are resolved twice, then
+// the second pass finds each lane's session (read again from the log for
+// the lanes dropped from memory) and creates none.
+func TestHandler_LanesPastTheCacheBoundResolveTheSame(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.db")
+	store, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	h := commands.NewHandler(store, idleConfig(), commands.WithClock(testfixtures.NewClock(t0).Now), commands.WithCachedLanes(2))
+	ctx := context.Background()
+	first := map[string]string{}
+	for pass := range 2 {
+		for i := range 6 {
+			src := domain.SessionSource{Platform: "telegram", ChatID: strconv.Itoa(100 + i), ChatType: "dm"}
+			res, err := h.ResolveSession(ctx, commands.ResolveSession{Source: src})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pass == 0 {
+				first[src.ChatID] = res.Lane.SessionID
+				continue
+			}
+			if res.Lane.SessionID != first[src.ChatID] || res.Created {
+				t.Errorf("chat %s: second resolve gave session %q (created %v), want %q", src.ChatID, res.Lane.SessionID, res.Created, first[src.ChatID])
+			}
+		}
+	}
+}

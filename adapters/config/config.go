@@ -238,6 +238,10 @@ type Memory struct {
 	// a margin), so memory freed after a burst goes back to the system at
 	// once instead of over minutes.
 	SoftLimitMiB int
+	// CachedLanes is memory.cached_lanes: how many lanes hermes serve
+	// keeps folded in memory (about 300 bytes each); a lane past it is
+	// read from its snapshot and the log when next used.
+	CachedLanes int
 }
 
 // Recovery is the recovery block: restart recovery.
@@ -293,7 +297,7 @@ func Default() Config {
 		Node:     Node{Lease: 60 * time.Second},
 		Gateway:  Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
 		Storage:  Storage{BrokenRetention: 7 * 24 * time.Hour},
-		Memory:   Memory{GCPercent: 100},
+		Memory:   Memory{GCPercent: 100, CachedLanes: 200_000},
 		Backup:   Backup{Keep: 7},
 	}
 }

@@ -86,7 +86,7 @@ func TestLoadDefaultsWithoutFile(t *testing.T) {
 		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
 		Gateway:                config.Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
 		Storage:                config.Storage{BrokenRetention: 7 * 24 * time.Hour},
-		Memory:                 config.Memory{GCPercent: 100},
+		Memory:                 config.Memory{GCPercent: 100, CachedLanes: 200_000},
 		Backup:                 config.Backup{Keep: 7},
 		Node:                   config.Node{Lease: time.Minute},
 	}
@@ -165,6 +165,7 @@ storage:
 memory:
   gc_percent: 80
   soft_limit_mib: 256
+  cached_lanes: 50000
 backup:
   interval_seconds: 21600
   dir: /var/backups/hermes
@@ -196,7 +197,7 @@ node:
 		Hooks:                  config.Hooks{StartAtHead: true, MaxInFlight: 8},
 		Gateway:                config.Gateway{BusyInputMode: "queue", QueueMaxItems: 5, QueueTTL: time.Hour},
 		Storage:                config.Storage{BrokenRetention: time.Hour},
-		Memory:                 config.Memory{GCPercent: 80, SoftLimitMiB: 256},
+		Memory:                 config.Memory{GCPercent: 80, SoftLimitMiB: 256, CachedLanes: 50_000},
 		Backup:                 config.Backup{Interval: 6 * time.Hour, Dir: "/var/backups/hermes", Keep: 3},
 		PlatformSettings:       map[string]config.Platform{"telegram": {}},
 		MultiplexProfiles:      true,

@@ -155,6 +155,7 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 		commands.WithClock(rt.now),
 		commands.WithAliases(aliasDir(s.home.whatsappDir())),
 		commands.WithDirectory(rt.lanes),
+		commands.WithCachedLanes(s.cfg.Memory.CachedLanes),
 	}
 	if snaps, ok := rt.raw.(events.SnapshotStore); ok {
 		// The embedded store keeps lane snapshots in the log's file;
