@@ -261,6 +261,9 @@ type batchState struct {
 	clamps []projections.Clamp
 	// erased: the batch erased a lane's content (vacuumPendingKey).
 	erased bool
+	// touches are the lanes only Touched events change in a live batch,
+	// written without reading their rows (touches.go); nil in a bulk load.
+	touches map[string]*pendingTouch
 }
 
 // Apply implements projections.Projection.
@@ -301,8 +304,12 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) error {
 	}
 
 	st := newBatchState()
+	st.touches = planTouches(batch, checkpoint)
 	last, err := p.fold(ctx, tx, st, batch, checkpoint)
 	if err != nil || last == checkpoint {
+		return err
+	}
+	if err := p.writeTouches(ctx, tx, st); err != nil {
 		return err
 	}
 	if err := writeRows(ctx, tx, st); err != nil {
@@ -320,7 +327,7 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) error {
 			p.clamps.ReportClamp(c)
 		}
 	}
-	if len(st.dirty) > 0 {
+	if len(st.dirty) > 0 || len(st.touches) > 0 {
 		p.dirtyJSON.Store(true)
 	}
 	if len(st.touched) > 0 {
@@ -358,6 +365,9 @@ func (p *Projection) fold(ctx context.Context, q queryer, st *batchState, batch 
 		}
 		last = env.Position
 		if key, ok := events.SessionKeyOf(env.Stream); ok {
+			if _, touch := st.touches[key]; touch {
+				continue // written by writeTouches
+			}
 			if err := p.applyLane(ctx, q, st, key, env); err != nil {
 				return checkpoint, err
 			}
@@ -553,6 +563,9 @@ func (st *batchState) preload(ctx context.Context, tx queryer, batch []events.En
 		key, ok := events.SessionKeyOf(env.Stream)
 		if _, held := st.rows[key]; held {
 			return "", false // a bulk load holds it from an earlier batch
+		}
+		if _, touch := st.touches[key]; touch {
+			return "", false // written without its row (touches.go)
 		}
 		return key, ok
 	}))

@@ -489,7 +489,7 @@ func randomHistory(ctx context.Context, rt *rapid.T, w *world) []events.Envelope
 		chat := rapid.SampledFrom(chats).Draw(rt, "chat")
 		key := "agent:main:telegram:dm:" + chat
 		var err error
-		switch rapid.IntRange(0, 7).Draw(rt, "op") {
+		switch rapid.IntRange(0, 8).Draw(rt, "op") {
 		case 0, 1:
 			_, err = w.handler.ResolveSession(ctx, commands.ResolveSession{Source: src(chat)})
 		case 2:
@@ -502,6 +502,12 @@ func randomHistory(ctx context.Context, rt *rapid.T, w *world) []events.Envelope
 			_, _, err = w.handler.MarkResumePending(ctx, commands.MarkResumePending{Key: key, Reason: events.ResumeShutdownTimeout})
 		case 6:
 			_, err = w.handler.PruneOldEntries(ctx, commands.PruneOldEntries{MaxAge: 3 * time.Hour})
+		case 8:
+			var tokens *int64
+			if n := rapid.Int64Range(-1, 5000).Draw(rt, "last_prompt_tokens"); n >= 0 {
+				tokens = &n
+			}
+			_, err = w.handler.UpdateSession(ctx, commands.UpdateSession{Key: key, LastPromptTokens: tokens})
 		case 7:
 			var e events.Event
 			cut := rapid.SliceOfNDistinct(rapid.SampledFrom(chats), 0, 3, rapid.ID[string]).Draw(rt, "cut")
