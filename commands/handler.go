@@ -40,6 +40,10 @@ type Handler struct {
 	locks     keyedMutex
 	cache     laneCache
 	snapshots snapshots
+
+	// soleWriter: no other process appends to this store's lane streams
+	// (WithSoleWriter), so the cache is the lane as the log has it.
+	soleWriter bool
 }
 
 // Option configures a Handler.
@@ -73,6 +77,14 @@ func WithCachedLanes(n int) Option {
 		}
 	}
 }
+
+// WithSoleWriter says that no other process appends to the store's lane
+// streams while the handler runs (hermes serve on the embedded store, under
+// the home's gateway lock): a command that decides to append nothing rests
+// on the cached lane instead of reading the stream again to see whether
+// another writer moved it. Appends are checked against the stream's
+// version either way.
+func WithSoleWriter() Option { return func(h *Handler) { h.soleWriter = true } }
 
 // WithDirectory sets the lane directory used by the sweeping commands.
 func WithDirectory(d LaneDirectory) Option { return func(h *Handler) { h.directory = d } }
@@ -131,27 +143,21 @@ func (h *Handler) execute(ctx context.Context, key, command, commandID string, d
 			return LaneResult{}, fmt.Errorf("%s %s: %w", command, key, err)
 		}
 		decided, err := decide(st.lane, h.now())
-		if err != nil {
-			// A refusal must not rest on a stale cache (another process may
-			// have appended): decide again on the fresh lane if it moved.
-			fresh, ferr := h.refresh(ctx, stream, st)
-			if ferr != nil {
-				return LaneResult{}, fmt.Errorf("%s %s: %w", command, key, ferr)
-			}
-			if fresh.version != st.version {
-				continue
+		if err != nil || len(decided) == 0 {
+			// A refusal, or nothing to do. Unless this handler is the
+			// store's only writer, that must not rest on a stale cache
+			// (another process may have appended): decide again on the
+			// fresh lane if it moved.
+			if !h.soleWriter {
+				fresh, ferr := h.refresh(ctx, stream, st)
+				if ferr != nil {
+					return LaneResult{}, fmt.Errorf("%s %s: %w", command, key, ferr)
+				}
+				if fresh.version != st.version {
+					continue
+				}
 			}
 			return LaneResult{Lane: st.lane, Version: st.version}, err
-		}
-		if len(decided) == 0 {
-			fresh, err := h.refresh(ctx, stream, st)
-			if err != nil {
-				return LaneResult{}, fmt.Errorf("%s %s: %w", command, key, err)
-			}
-			if fresh.version != st.version {
-				continue
-			}
-			return LaneResult{Lane: st.lane, Version: st.version}, nil
 		}
 		proposed := h.proposals(command, commandID, stream, decided)
 		res, err := h.store.Append(ctx, stream, events.ExactVersion(st.version), proposed)
@@ -160,6 +166,9 @@ func (h *Handler) execute(ctx context.Context, key, command, commandID string, d
 			continue
 		}
 		if err != nil {
+			// The append may have been written all the same (an error
+			// after the commit): the next load reads the lane again.
+			h.cache.drop(stream)
 			return LaneResult{}, fmt.Errorf("%s %s: %w", command, key, err)
 		}
 		if res.Duplicate {

@@ -416,3 +416,84 @@ func TestHandler_LanesPastTheCacheBoundResolveTheSame(t *testing.T) {
 		}
 	}
 }
+
+// soleWriterLog counts the stream reads of the store under it, and can fail
+// appends after they are written (a commit whose answer is lost).
+type soleWriterLog struct {
+	*sqlite.Store
+	reads           int
+	failAfterCommit bool
+}
+
+func (c *soleWriterLog) ReadStream(ctx context.Context, stream string, from uint64, count int, dir events.Direction) ([]events.Envelope, error) {
+	c.reads++
+	return c.Store.ReadStream(ctx, stream, from, count, dir)
+}
+
+func (c *soleWriterLog) Append(ctx context.Context, stream string, expected events.ExpectedVersion, proposed []events.Proposed) (events.AppendResult, error) {
+	res, err := c.Store.Append(ctx, stream, expected, proposed)
+	if err == nil && c.failAfterCommit {
+		return events.AppendResult{}, errors.New("connection lost after the commit")
+	}
+	return res, err
+}
+
+// TestHandler_SoleWriterTrustsItsCache: given a handler that is its
+// store's only writer, when a command decides to append nothing, then it
+// answers from the cached lane without reading the stream (a handler
+// sharing its store reads it to see whether another writer moved the
+// lane); and when an append fails after it was written, then the next
+// command reads the lane again rather than deciding on the lane before it.
+func TestHandler_SoleWriterTrustsItsCache(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name      string
+		opts      []commands.Option
+		wantReads bool
+	}{
+		{"sole writer", []commands.Option{commands.WithSoleWriter()}, false},
+		{"shared store", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, idleConfig())
+			log := &soleWriterLog{Store: f.store}
+			h := commands.NewHandler(log, idleConfig(), append(tc.opts, commands.WithClock(f.clock.Now))...)
+			res, err := h.ResolveSession(ctx, commands.ResolveSession{Source: alice})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sid := res.Lane.SessionID
+			if _, err := h.RecordActivity(ctx, commands.RecordActivity{Key: aliceKey, SessionID: sid}); err != nil {
+				t.Fatal(err)
+			}
+			log.reads = 0
+			again, err := h.RecordActivity(ctx, commands.RecordActivity{Key: aliceKey, SessionID: sid})
+			if err != nil || len(again.Events) != 0 {
+				t.Fatalf("second RecordActivity = %d events, %v; want none", len(again.Events), err)
+			}
+			if got := log.reads > 0; got != tc.wantReads {
+				t.Errorf("stream read on a command that appends nothing: %v (%d reads), want %v", got, log.reads, tc.wantReads)
+			}
+
+			// A reset is written but its answer lost: the cache must not
+			// keep the old session.
+			log.failAfterCommit = true
+			if _, err := h.ResetSession(ctx, commands.ResetSession{Key: aliceKey}); err == nil {
+				t.Fatal("ResetSession answered no error")
+			}
+			log.failAfterCommit = false
+			history := f.history(t, aliceKey)
+			reset, ok := history[len(history)-1].Event.(events.SessionReset)
+			if !ok {
+				t.Fatalf("last event %T, want the reset", history[len(history)-1].Event)
+			}
+			rec, err := h.RecordActivity(ctx, commands.RecordActivity{Key: aliceKey, SessionID: reset.SessionID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rec.Events) != 1 {
+				t.Fatalf("activity on the new session %s recorded %d events, want 1 (the handler decided on the lane before the reset)", reset.SessionID, len(rec.Events))
+			}
+		})
+	}
+}

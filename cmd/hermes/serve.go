@@ -157,6 +157,11 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 		commands.WithDirectory(rt.lanes),
 		commands.WithCachedLanes(s.cfg.Memory.CachedLanes),
 	}
+	if s.cfg.Store.URL == "" {
+		// The embedded store, under the gateway lock taken above: no
+		// other process appends to it.
+		opts = append(opts, commands.WithSoleWriter())
+	}
 	if snaps, ok := rt.raw.(events.SnapshotStore); ok {
 		// The embedded store keeps lane snapshots in the log's file;
 		// on KurrentDB every load folds the lane's whole stream.
