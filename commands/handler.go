@@ -424,9 +424,10 @@ func (k *keyedMutex) lock(key string) (unlock func()) {
 const DefaultCachedLanes = 200_000
 
 // laneCache holds lane states this process has loaded or written, packed
-// (packedlane.go). It is never trusted over the store: every append
-// carries the cached version as its expectation, and a conflict drops the
-// entry.
+// (packedlane.go). An append never trusts it over the store: it carries
+// the cached version as its expectation, and a conflict drops the entry. A
+// command that appends nothing trusts it only when the handler is the
+// store's only writer (WithSoleWriter).
 type laneCache struct {
 	mu    sync.RWMutex
 	lanes map[string]packedLane
