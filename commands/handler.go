@@ -3,16 +3,12 @@ package commands
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha1"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
-
-	"github.com/google/uuid"
 
 	"hermes/domain"
 	"hermes/events"
@@ -107,9 +103,7 @@ func (h *Handler) execute(ctx context.Context, key, command, commandID string, d
 	if key == "" {
 		return LaneResult{}, fmt.Errorf("%s: %w: empty session key", command, domain.ErrInvalidArgument)
 	}
-	if commandID == "" {
-		commandID = uuid.NewString()
-	}
+	cmd := identify(commandID)
 	unlock := h.locks.lock(key)
 	defer unlock()
 
@@ -142,7 +136,7 @@ func (h *Handler) execute(ctx context.Context, key, command, commandID string, d
 			}
 			return LaneResult{Lane: st.lane, Version: st.version}, nil
 		}
-		proposed := h.proposals(command, commandID, stream, decided)
+		proposed := h.proposals(command, cmd, stream, decided)
 		res, err := h.store.Append(ctx, stream, events.ExactVersion(st.version), proposed)
 		if errors.Is(err, events.ErrWrongExpectedVersion) {
 			h.cache.drop(stream)
@@ -176,17 +170,17 @@ func (h *Handler) execute(ctx context.Context, key, command, commandID string, d
 }
 
 // proposals wraps the events a command decided on stream, with ids
-// derived from the command id (a retry proposes the same ids).
-func (h *Handler) proposals(command, commandID, stream string, decided []events.Event) []events.Proposed {
+// derived from the command (a retry proposes the same ids).
+func (h *Handler) proposals(command string, cmd commandIdentity, stream string, decided []events.Event) []events.Proposed {
 	proposed := make([]events.Proposed, len(decided))
 	for i, e := range decided {
 		proposed[i] = events.Proposed{
-			ID:    eventID(commandID, stream, i),
+			ID:    cmd.eventID(stream, i),
 			Event: e,
 			Metadata: events.Metadata{
 				SchemaVersion: events.SchemaVersionOf(e.EventType()),
 				Command:       command,
-				CommandID:     commandID,
+				CommandID:     cmd.id,
 				Node:          h.node,
 			},
 		}
@@ -331,25 +325,6 @@ func (h *Handler) Lane(ctx context.Context, key string) (domain.Lane, uint64, er
 		return domain.Lane{}, 0, err
 	}
 	return st.lane, st.version, nil
-}
-
-// eventIDNamespace scopes derived event ids to hermes.
-var eventIDNamespace = uuid.MustParse("6f1c2d9e-7a43-4c1b-9e2f-5d8a0b3c4e71")
-
-// eventID derives the id of the i-th event a command appends to stream, so
-// that a retried command proposes the same ids and the store de-duplicates.
-// It is uuid.NewSHA1(eventIDNamespace, commandID NUL stream NUL i),
-// computed without the hash object NewSHA1 allocates each time.
-func eventID(commandID, stream string, i int) string {
-	var buf [256]byte
-	name := append(buf[:0], eventIDNamespace[:]...)
-	name = append(append(append(append(name, commandID...), 0), stream...), 0)
-	sum := sha1.Sum(strconv.AppendInt(name, int64(i), 10))
-	var id uuid.UUID
-	copy(id[:], sum[:])
-	id[6] = (id[6] & 0x0f) | 0x50 // version 5 (name-based, SHA-1)
-	id[8] = (id[8] & 0x3f) | 0x80 // RFC 4122 variant
-	return id.String()
 }
 
 func randomHex8() string {

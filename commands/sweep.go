@@ -7,8 +7,6 @@ import (
 	"iter"
 	"time"
 
-	"github.com/google/uuid"
-
 	"hermes/domain"
 	"hermes/events"
 )
@@ -125,13 +123,10 @@ func (h *Handler) decideBatch(ctx context.Context, command string, targets []swe
 			if len(decided) == 0 {
 				continue
 			}
-			id := t.commandID
-			if id == "" {
-				id = uuid.NewString()
-			}
+			cmd := identify(t.commandID)
 			batch = append(batch, pending{target: i, stream: stream, version: st.version, decided: decided})
 			if !yield(events.StreamAppend{Stream: stream, Expected: events.ExactVersion(st.version),
-				Proposed: h.proposals(command, id, stream, decided)}) {
+				Proposed: h.proposals(command, cmd, stream, decided)}) {
 				return
 			}
 		}
