@@ -425,28 +425,25 @@ func (c *laneCache) put(stream string, st laneState) {
 	c.lanes[stream] = p
 }
 
-// advance moves the cached lane at version from to version to by appended,
-// the events its append stored. A lane cached at another version is
-// dropped (the next load reads it), unless it is already past to; a lane
-// not cached stays so.
-func (c *laneCache) advance(stream string, from, to uint64, appended []events.Event) {
+// install puts next, the lane an append moved from version from (its
+// version is next's), in place of the cached lane at from. A lane cached
+// at another version is dropped (the next load reads it), unless it is
+// already at or past next's; a lane not cached stays so.
+func (c *laneCache) install(stream string, from uint64, next packedLane) {
+	to, n := binary.Uvarint(next)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	packed, ok := c.lanes[stream]
 	if !ok {
 		return
 	}
-	cur, err := packed.unpack()
+	cur, m := binary.Uvarint(packed)
 	switch {
-	case err != nil || (cur.version != from && cur.version < to):
+	case n <= 0 || m <= 0 || (cur != from && cur < to):
 		delete(c.lanes, stream)
-	case cur.version >= to:
+	case cur >= to:
 	default:
-		for _, e := range appended {
-			cur.lane = domain.Evolve(cur.lane, e)
-		}
-		cur.version = to
-		c.lanes[stream] = packLane(cur)
+		c.lanes[stream] = next
 	}
 }
 
