@@ -3,16 +3,12 @@ package commands
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha1"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
-
-	"github.com/google/uuid"
 
 	"hermes/domain"
 	"hermes/events"
@@ -130,9 +126,7 @@ func (h *Handler) execute(ctx context.Context, key, command, commandID string, d
 	if key == "" {
 		return LaneResult{}, fmt.Errorf("%s: %w: empty session key", command, domain.ErrInvalidArgument)
 	}
-	if commandID == "" {
-		commandID = uuid.NewString()
-	}
+	cmd := identify(commandID)
 	unlock := h.locks.lock(key)
 	defer unlock()
 
@@ -159,7 +153,7 @@ func (h *Handler) execute(ctx context.Context, key, command, commandID string, d
 			}
 			return LaneResult{Lane: st.lane, Version: st.version}, err
 		}
-		proposed := h.proposals(command, commandID, stream, decided)
+		proposed := h.proposals(command, cmd, stream, decided)
 		res, err := h.store.Append(ctx, stream, events.ExactVersion(st.version), proposed)
 		if errors.Is(err, events.ErrWrongExpectedVersion) {
 			h.cache.drop(stream)
@@ -196,17 +190,17 @@ func (h *Handler) execute(ctx context.Context, key, command, commandID string, d
 }
 
 // proposals wraps the events a command decided on stream, with ids
-// derived from the command id (a retry proposes the same ids).
-func (h *Handler) proposals(command, commandID, stream string, decided []events.Event) []events.Proposed {
+// derived from the command (a retry proposes the same ids).
+func (h *Handler) proposals(command string, cmd commandIdentity, stream string, decided []events.Event) []events.Proposed {
 	proposed := make([]events.Proposed, len(decided))
 	for i, e := range decided {
 		proposed[i] = events.Proposed{
-			ID:    eventID(commandID, stream, i),
+			ID:    cmd.eventID(stream, i),
 			Event: e,
 			Metadata: events.Metadata{
 				SchemaVersion: events.SchemaVersionOf(e.EventType()),
 				Command:       command,
-				CommandID:     commandID,
+				CommandID:     cmd.id,
 				Node:          h.node,
 			},
 		}
@@ -353,25 +347,6 @@ func (h *Handler) Lane(ctx context.Context, key string) (domain.Lane, uint64, er
 	return st.lane, st.version, nil
 }
 
-// eventIDNamespace scopes derived event ids to hermes.
-var eventIDNamespace = uuid.MustParse("6f1c2d9e-7a43-4c1b-9e2f-5d8a0b3c4e71")
-
-// eventID derives the id of the i-th event a command appends to stream, so
-// that a retried command proposes the same ids and the store de-duplicates.
-// It is uuid.NewSHA1(eventIDNamespace, commandID NUL stream NUL i),
-// computed without the hash object NewSHA1 allocates each time.
-func eventID(commandID, stream string, i int) string {
-	var buf [256]byte
-	name := append(buf[:0], eventIDNamespace[:]...)
-	name = append(append(append(append(name, commandID...), 0), stream...), 0)
-	sum := sha1.Sum(strconv.AppendInt(name, int64(i), 10))
-	var id uuid.UUID
-	copy(id[:], sum[:])
-	id[6] = (id[6] & 0x0f) | 0x50 // version 5 (name-based, SHA-1)
-	id[8] = (id[8] & 0x3f) | 0x80 // RFC 4122 variant
-	return id.String()
-}
-
 func randomHex8() string {
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -474,28 +449,25 @@ func (c *laneCache) put(stream string, st laneState) {
 	c.lanes[stream] = p
 }
 
-// advance moves the cached lane at version from to version to by appended,
-// the events its append stored. A lane cached at another version is
-// dropped (the next load reads it), unless it is already past to; a lane
-// not cached stays so.
-func (c *laneCache) advance(stream string, from, to uint64, appended []events.Event) {
+// install puts next, the lane an append moved from version from (its
+// version is next's), in place of the cached lane at from. A lane cached
+// at another version is dropped (the next load reads it), unless it is
+// already at or past next's; a lane not cached stays so.
+func (c *laneCache) install(stream string, from uint64, next packedLane) {
+	to, n := binary.Uvarint(next)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	packed, ok := c.lanes[stream]
 	if !ok {
 		return
 	}
-	cur, err := packed.unpack()
+	cur, m := binary.Uvarint(packed)
 	switch {
-	case err != nil || (cur.version != from && cur.version < to):
+	case n <= 0 || m <= 0 || (cur != from && cur < to):
 		delete(c.lanes, stream)
-	case cur.version >= to:
+	case cur >= to:
 	default:
-		for _, e := range appended {
-			cur.lane = domain.Evolve(cur.lane, e)
-		}
-		cur.version = to
-		c.lanes[stream] = packLane(cur)
+		c.lanes[stream] = next
 	}
 }
 

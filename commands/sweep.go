@@ -7,8 +7,6 @@ import (
 	"iter"
 	"time"
 
-	"github.com/google/uuid"
-
 	"hermes/domain"
 	"hermes/events"
 )
@@ -77,13 +75,16 @@ func (h *Handler) sweep(ctx context.Context, command, commandID string, decide f
 // cancelled context, a closed store), with the outcomes of the lanes
 // answered before.
 func (h *Handler) decideBatch(ctx context.Context, command string, targets []sweepTarget, decide func(int, domain.Lane, time.Time) []events.Event) ([]sweepOutcome, error) {
-	// A pending lane holds no copy of the lane (600 bytes): once appended,
-	// the cached lane is advanced by its events (laneCache.advance).
+	// A pending lane holds the lane its append makes, packed (about 200
+	// bytes), made while the store writes the lanes before it: once the
+	// batch is committed, it replaces the cached lane (laneCache.install)
+	// without unpacking or folding anything in the answer's path.
 	type pending struct {
 		target  int
 		stream  string
 		version uint64
 		decided []events.Event
+		next    packedLane
 	}
 	// Sized up front: growing the slice by doubling copied it over and
 	// over.
@@ -125,13 +126,15 @@ func (h *Handler) decideBatch(ctx context.Context, command string, targets []swe
 			if len(decided) == 0 {
 				continue
 			}
-			id := t.commandID
-			if id == "" {
-				id = uuid.NewString()
+			cmd := identify(t.commandID)
+			next := st
+			for _, e := range decided {
+				next.lane = domain.Evolve(next.lane, e)
 			}
-			batch = append(batch, pending{target: i, stream: stream, version: st.version, decided: decided})
+			next.version += uint64(len(decided))
+			batch = append(batch, pending{target: i, stream: stream, version: st.version, decided: decided, next: packLane(next)})
 			if !yield(events.StreamAppend{Stream: stream, Expected: events.ExactVersion(st.version),
-				Proposed: h.proposals(command, id, stream, decided)}) {
+				Proposed: h.proposals(command, cmd, stream, decided)}) {
 				return
 			}
 		}
@@ -166,8 +169,13 @@ func (h *Handler) decideBatch(ctx context.Context, command string, targets []swe
 			// A retried batch: this lane's decision is already stored.
 			h.cache.drop(stream)
 			outcomes[p.target].events = p.decided
+		case r.Result.LastVersion() != p.version+uint64(len(p.decided)):
+			// Not where the lane was decided (a store that answers
+			// otherwise): read it again when next needed.
+			h.cache.drop(stream)
+			outcomes[p.target].events = p.decided
 		default:
-			h.cache.advance(stream, p.version, r.Result.LastVersion(), p.decided)
+			h.cache.install(stream, p.version, p.next)
 			outcomes[p.target].events = p.decided
 		}
 	}

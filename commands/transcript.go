@@ -124,16 +124,17 @@ func (t *TranscriptCommands) existing(ctx context.Context, sessionID string) err
 }
 
 func (t *TranscriptCommands) append(ctx context.Context, sessionID, command, commandID string, es ...events.Event) (events.AppendResult, error) {
+	cmd := commandIdentity{id: commandID}
 	if commandID == "" {
-		commandID = fmt.Sprintf("%s/%s/%s", command, sessionID, t.h.entropy()+t.h.entropy())
+		cmd = generated(fmt.Sprintf("%s/%s/%s", command, sessionID, t.h.entropy()+t.h.entropy()))
 	}
 	stream := events.TranscriptStream(sessionID)
 	proposed := make([]events.Proposed, len(es))
 	for i, e := range es {
 		proposed[i] = events.Proposed{
-			ID:       eventID(commandID, stream, i),
+			ID:       cmd.eventID(stream, i),
 			Event:    e,
-			Metadata: events.Metadata{SchemaVersion: events.SchemaVersionOf(e.EventType()), Command: command, CommandID: commandID, Node: t.h.node},
+			Metadata: events.Metadata{SchemaVersion: events.SchemaVersionOf(e.EventType()), Command: command, CommandID: cmd.id, Node: t.h.node},
 		}
 	}
 	res, err := t.h.store.Append(ctx, stream, events.AnyVersion(), proposed)

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
+	"log/slog"
+	goruntime "runtime"
 	"testing"
+	"time"
 )
 
 // TestFollowingLimit: the soft limit sits above the heap gc_percent allows
@@ -23,4 +27,39 @@ func TestFollowingLimit(t *testing.T) {
 			t.Errorf("followingLimit(%d, %d) = %d, want %d", c.live, c.gcPercent, got, c.want)
 		}
 	}
+}
+
+// TestFollowLiveHeapAfterEachCollection: the following limit moves with
+// the collections: given a live heap that grows between them, after each
+// collection a limit comes that is above the heap gc_percent allows for
+// the data then live.
+func TestFollowLiveHeapAfterEachCollection(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	limits := make(chan int64, 64)
+	followLiveHeap(ctx, 100, slog.New(slog.DiscardHandler), func(limit int64) {
+		select {
+		case limits <- limit:
+		default: // the test stopped reading
+		}
+	})
+	var kept [][]byte
+	for i := range 3 {
+		// Given 8 MiB more live data,
+		kept = append(kept, make([]byte, 8<<20))
+		want := followingLimit(uint64(len(kept))*8<<20, 100)
+		// when a collection runs,
+		goruntime.GC()
+		// then a limit follows it (the runtime's own collections may
+		// come first, with the data live before).
+		timeout := time.After(30 * time.Second)
+		for got := int64(0); got < want; {
+			select {
+			case got = <-limits:
+			case <-timeout:
+				t.Fatalf("collection %d: no limit of at least %d MiB", i, want>>20)
+			}
+		}
+	}
+	goruntime.KeepAlive(kept)
 }

@@ -2,8 +2,8 @@ package sqlite
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"strings"
 
 	"hermes/events"
 )
@@ -39,12 +39,13 @@ func newRequest(ctx context.Context, stream string, expected events.ExpectedVers
 	if len(proposed) == 0 {
 		return nil, invalid("no events")
 	}
-	r := &request{
-		ctx:      ctx,
-		stream:   stream,
-		expected: expected,
-		rows:     make([]row, len(proposed)),
-		places:   make([]uint64, 2*len(proposed)),
+	r := &request{ctx: ctx, stream: stream, expected: expected}
+	if len(proposed) == 1 {
+		// Most appends (every lane of a sweep) hold one event: its row
+		// and places come with the request.
+		r.rows, r.places = r.oneRow[:], r.onePlaces[:]
+	} else {
+		r.rows, r.places = make([]row, len(proposed)), make([]uint64, 2*len(proposed))
 	}
 	r.streamArg = stream
 	var seen map[string]struct{}
@@ -83,15 +84,20 @@ func newRequest(ctx context.Context, stream string, expected events.ExpectedVers
 		if err != nil {
 			return nil, fmt.Errorf("append %s: %w", stream, err)
 		}
-		meta, err := json.Marshal(md)
+		var metaBuf [256]byte
+		meta, err := md.AppendJSON(metaBuf[:0])
 		if err != nil {
-			return nil, fmt.Errorf("append %s: encode metadata: %w", stream, err)
+			return nil, fmt.Errorf("append %s: %w", stream, err)
 		}
 		if n := len(data) + len(meta); n > MaxEventSize {
 			return nil, invalid("event %q is %d bytes, more than %d", p.ID, n, MaxEventSize)
 		}
-		// One string holds both (one allocation rather than two).
-		both := string(append(data, meta...))
+		// One string holds both (one allocation of their exact size).
+		var sb strings.Builder
+		sb.Grow(len(data) + len(meta))
+		sb.Write(data)
+		sb.Write(meta)
+		both := sb.String()
 		r.rows[i] = row{id: p.ID, typ: typ, data: both[:len(data)], meta: both[len(data):]}
 		r.rows[i].args = [4]any{r.rows[i].id, r.rows[i].typ, r.rows[i].data, r.rows[i].meta}
 		if x, ok := p.Event.(events.Erasure); ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"sync"
 	"time"
 
 	"hermes/events"
@@ -53,7 +54,9 @@ func (s *Store) AppendBatch(ctx context.Context, appends iter.Seq[events.StreamA
 	var out []events.BatchResult
 	var reqs []*request
 	var index []int // reqs[k] answers out[index[k]]
-	job := &batchJob{ctx: ctx, chunks: make(chan []*request, batchQueue)}
+	jobCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	job := &batchJob{ctx: jobCtx, chunks: make(chan []*request, batchQueue)}
 	o := op{reply: make(chan error, 1), run: job.run}
 	started := false
 	var stopped error
@@ -86,22 +89,32 @@ func (s *Store) AppendBatch(ctx context.Context, appends iter.Seq[events.StreamA
 		chunk = make([]*request, 0, batchChunk)
 		return nil
 	}
-	for a := range appends {
-		out = append(out, events.BatchResult{})
-		r, err := newRequest(ctx, a.Stream, a.Expected, a.Proposed)
-		if err != nil {
-			out[len(out)-1].Err = err
-			continue
-		}
-		reqs = append(reqs, r)
-		index = append(index, len(out)-1)
-		if chunk = append(chunk, r); len(chunk) == batchChunk {
-			if stopped = send(); stopped != nil {
-				break
+	parts, stop, wait := readAhead(appends)
+read:
+	for part := range parts {
+		for _, a := range part {
+			out = append(out, events.BatchResult{})
+			r, err := newRequest(ctx, a.Stream, a.Expected, a.Proposed)
+			if err != nil {
+				out[len(out)-1].Err = err
+				continue
+			}
+			reqs = append(reqs, r)
+			index = append(index, len(out)-1)
+			if chunk = append(chunk, r); len(chunk) == batchChunk {
+				if stopped = send(); stopped != nil {
+					break read
+				}
 			}
 		}
 	}
-	if stopped == nil {
+	stop()
+	panicked := wait()
+	if panicked != nil {
+		// Nothing of the open transaction is committed for a caller that
+		// will never see the outcome.
+		cancel()
+	} else if stopped == nil {
 		stopped = send()
 	}
 	if started {
@@ -111,12 +124,58 @@ func (s *Store) AppendBatch(ctx context.Context, appends iter.Seq[events.StreamA
 		// error), so this wait is bounded by its last transaction.
 		<-o.reply
 	}
+	if panicked != nil {
+		panic(panicked)
+	}
 	for k, r := range reqs {
 		if r.answered {
 			out[index[k]] = events.BatchResult{Result: r.res, Err: r.err}
 		}
 	}
 	return out, stopped
+}
+
+// readAhead reads appends on a goroutine of its own, batchChunk at a time,
+// into parts, so that the caller's sequence produces the next chunk (a
+// sweep decides its lanes) while AppendBatch encodes the one before and
+// the writer inserts the one before that. stop makes it stop reading (the
+// sequence's yield returns false); wait returns once the sequence has
+// returned, with its panic if it panicked (for AppendBatch to re-panic on
+// the caller's goroutine): the sequence never runs after AppendBatch
+// returns.
+func readAhead(appends iter.Seq[events.StreamAppend]) (parts <-chan []events.StreamAppend, stop func(), wait func() any) {
+	ch := make(chan []events.StreamAppend, 2)
+	stopped := make(chan struct{})
+	done := make(chan any, 1)
+	go func() {
+		defer func() { done <- recover() }()
+		defer close(ch)
+		part := make([]events.StreamAppend, 0, batchChunk)
+		for a := range appends {
+			if part = append(part, a); len(part) == batchChunk {
+				select {
+				case ch <- part:
+				case <-stopped:
+					return
+				}
+				part = make([]events.StreamAppend, 0, batchChunk)
+			}
+		}
+		if len(part) > 0 {
+			select {
+			case ch <- part:
+			case <-stopped:
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { close(stopped) }) }
+	wait = func() any {
+		for range ch {
+		}
+		return <-done
+	}
+	return ch, stop, wait
 }
 
 // batchJob is one AppendBatch on the writer: the chunks of requests the

@@ -190,6 +190,38 @@ func TestAppendBatchCancelled(t *testing.T) {
 	}
 }
 
+// TestAppendBatchSequencePanics: the appends are read on a goroutine of
+// their own (readAhead), but a panic of the caller's sequence still reaches
+// the caller, on its goroutine; nothing of the open transaction is
+// committed, and the writer goes on serving appends.
+func TestAppendBatchSequencePanics(t *testing.T) {
+	s := openTemp(t)
+	const n = 3 * batchChunk
+	seq := func(yield func(events.StreamAppend) bool) {
+		for i := range n {
+			if i == 2*batchChunk+7 {
+				panic("sequence broke")
+			}
+			if !yield(events.StreamAppend{Stream: fmt.Sprintf("lane-%d", i), Expected: events.NoStream(), Proposed: touch(fmt.Sprintf("e%d", i))}) {
+				return
+			}
+		}
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != "sequence broke" {
+				t.Fatalf("AppendBatch recovered %v, want the sequence's panic", p)
+			}
+		}()
+		_, _ = s.AppendBatch(t.Context(), seq)
+		t.Fatal("AppendBatch returned, want the sequence's panic")
+	}()
+	if head, err := s.Head(t.Context()); err != nil || head != 0 {
+		t.Fatalf("head after the panic = %d, %v; want nothing committed", head, err)
+	}
+	mustAppend(t, s, "lane-after", events.NoStream(), touch("after"))
+}
+
 func readPosition(t *testing.T, s *Store, stream string) uint64 {
 	t.Helper()
 	evs, err := s.ReadStream(t.Context(), stream, 0, 1, events.Forwards)

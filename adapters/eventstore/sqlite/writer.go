@@ -53,6 +53,9 @@ type request struct {
 	// and positions of the result (insert), allocated by the appender.
 	streamArg any
 	places    []uint64
+	// oneRow and onePlaces back rows and places for a one-event append.
+	oneRow    [1]row
+	onePlaces [2]uint64
 
 	// Set by the writer while the request is in a transaction.
 	base uint64 // stream version before the request's first event
