@@ -132,6 +132,9 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 		committed = true
 		p.ids.committed(last)
 		if p.bulk {
+			if err := p.copyBuilt(ctx); err != nil {
+				return fmt.Errorf("apply: %w", err)
+			}
 			if err := p.offerBuilders(ctx); err != nil {
 				return fmt.Errorf("apply: %w", err)
 			}
