@@ -503,13 +503,15 @@ func bulkConfig(table string) []string {
 }
 
 // scratchDSN opens a scratch file of a bulk load's FTS build: no journal
-// and no fsync (it is thrown away after any failure), and the state file's
+// and no fsync (it is thrown away after any failure), 64 KiB pages (FTS5's
+// ~4 KB blocks are rows of it: fewer pages and writes to build and read
+// back; a 1M-event rebuild's builders 15.4 -> 14.3 CPU-s), and the state file's
 // busy timeout, which also covers the state file the build attaches: a
 // read of it waits out a commit or WAL checkpoint of the apply instead of
 // failing with SQLITE_BUSY.
 func scratchDSN(path string, pragmas ...string) string {
 	q := url.Values{}
-	for _, pragma := range append([]string{"synchronous(OFF)", "journal_mode(OFF)", "cache_size(-16384)",
+	for _, pragma := range append([]string{"synchronous(OFF)", "journal_mode(OFF)", "cache_size(-16384)", "page_size(65536)",
 		fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds())}, pragmas...) {
 		q.Add("_pragma", pragma)
 	}
