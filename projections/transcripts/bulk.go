@@ -63,7 +63,7 @@ const bulkCacheKiB = 128 * 1024
 // commitBulkTx commits the transaction a bulk load keeps open, if any.
 func (p *Projection) commitBulkTx(ctx context.Context) error {
 	vs := p.bulkVersions
-	p.bulkVersions = nil // the live path reads the versions of each batch
+	p.bulkVersions, p.bulkKnown = nil, nil // the live path reads them for each batch
 	if !p.bulkTx {
 		return nil
 	}

@@ -195,11 +195,14 @@ func (b *ftsBuilder) pass(ctx context.Context, from, to int64) error {
 		return err
 	}
 	segs, err := b.segmentIDs(ctx)
-	if err != nil {
-		return err
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if err != nil {
+		// Not knowing what the pass added, nothing is copied before the
+		// end, which copies the whole index (and meets any real error).
+		b.rewritten = true
+		return nil
+	}
 	if b.segments == nil {
 		b.segments = map[int64]ftsSegment{}
 	}
