@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"time"
@@ -280,24 +281,30 @@ func (s *jsonScanner) integer() (int64, bool) {
 // object reads the members of a JSON object, handing each key to member,
 // which reads the value (false: not decodable here). A key given twice
 // is refused.
-func (s *jsonScanner) object(member func(key string) bool) bool {
+func (s *jsonScanner) object(member func(key []byte) bool) bool {
 	if !s.consume('{') {
 		return false
 	}
 	if s.consume('}') {
 		return true
 	}
-	seen := make(map[string]bool, 8)
+	var seen [16][]byte // the objects read here have at most 12 keys
+	n := 0
 	for {
-		tok, escaped, ok := s.stringToken()
-		if !ok || escaped || !s.consume(':') {
+		key, escaped, ok := s.stringToken()
+		if !ok || escaped || !s.consume(':') || n == len(seen) {
 			return false
 		}
-		key := string(tok)
-		if seen[key] || !member(key) {
+		for _, k := range seen[:n] {
+			if bytes.Equal(k, key) {
+				return false
+			}
+		}
+		if !member(key) {
 			return false
 		}
-		seen[key] = true
+		seen[n] = key
+		n++
 		if s.consume('}') {
 			return true
 		}
@@ -315,9 +322,9 @@ func (s *jsonScanner) end() bool {
 
 // fastMessage reads a Message as Encode writes it.
 func (s *jsonScanner) fastMessage(m *Message) bool {
-	return s.object(func(key string) bool {
+	return s.object(func(key []byte) bool {
 		var ok bool
-		switch key {
+		switch string(key) {
 		case "role":
 			m.Role, ok = s.text()
 		case "content":
@@ -368,8 +375,8 @@ func (s *jsonScanner) fastTime(t *time.Time) bool {
 func fastMessageAppended(data []byte) (MessageAppended, bool) {
 	var e MessageAppended
 	s := &jsonScanner{b: data}
-	ok := s.object(func(key string) bool {
-		switch key {
+	ok := s.object(func(key []byte) bool {
+		switch string(key) {
 		case "session_id":
 			var ok bool
 			e.SessionID, ok = s.text()
@@ -401,9 +408,9 @@ func DecodeMetadata(data []byte) (Metadata, error) {
 func fastMetadata(data []byte) (Metadata, bool) {
 	var md Metadata
 	s := &jsonScanner{b: data}
-	ok := s.object(func(key string) bool {
+	ok := s.object(func(key []byte) bool {
 		var ok bool
-		switch key {
+		switch string(key) {
 		case "schema_version":
 			var n int64
 			n, ok = s.integer()

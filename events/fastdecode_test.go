@@ -160,3 +160,18 @@ func TestDecodeMetadataEqualsEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+func FuzzFastMetadata(f *testing.F) {
+	f.Add([]byte(`{"schema_version":1,"command":"resolve","command_id":"c","correlation_id":"r","node":"n","redacted":"e"}`))
+	f.Add([]byte(`{"schema_version":1,"Command":"x"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := fastMetadata(data)
+		if !ok {
+			return
+		}
+		var want Metadata
+		if err := json.Unmarshal(data, &want); err != nil || got != want {
+			t.Errorf("fastMetadata(%q) = %+v; encoding/json %+v, %v", data, got, want, err)
+		}
+	})
+}
