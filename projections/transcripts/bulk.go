@@ -549,8 +549,10 @@ func buildFTS(ctx context.Context, src, scratch, table string) error {
 
 // installFTS fills the FTS tables in one transaction: each table of
 // copied gets the shadow tables of the scratch file attached under that
-// schema name once that file is complete (ready), but for %_content when
-// withBuilders (contentTriggers wrote it); a table not in copied
+// schema name once that file is complete (ready); with builders (a load
+// with builders, by table) %_content is already there (contentTriggers)
+// and, unless the builder's scratch file was rewritten, only what
+// copyBuilt did not copy is; a table not in copied
 // (mainTable) is built here from the messages meanwhile. The triggers are
 // created again, the FTS configuration is left as Hermes' DDL made it and
 // metaBulk is cleared. It returns once every ready channel has answered.
