@@ -89,6 +89,9 @@ func decodeEvent(typ string, data []byte) (Event, error) {
 		return decode[LaneImported](typ, data)
 
 	case TypeMessageAppended:
+		if e, ok := fastMessageAppended(data); ok {
+			return e, nil
+		}
 		return decode[MessageAppended](typ, data)
 	case TypeTranscriptRewritten:
 		return decode[TranscriptRewritten](typ, data)

@@ -52,7 +52,7 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 		if committed || (p.bulkTx && err == nil) {
 			return
 		}
-		p.bulkTx, p.bulkPending, p.bulkVersions = false, 0, nil
+		p.bulkTx, p.bulkPending, p.bulkVersions, p.bulkKnown = false, 0, nil, nil
 		p.ids.rolledBack()
 		if _, rbErr := p.stmts.rollback.ExecContext(context.Background()); rbErr != nil {
 			err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
@@ -74,7 +74,16 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 			p.bulkVersions = vs
 		}
 	}
-	a := &applier{ctx: ctx, s: p.stmts, vs: vs, known: make(map[string]bool)}
+	// So are the sessions known to have a row (a bulk load's sessions
+	// get many messages, over many batches).
+	known := p.bulkKnown
+	if known == nil || len(known) > maxHeldVersions {
+		known = make(map[string]bool)
+		if p.bulkTx {
+			p.bulkKnown = known
+		}
+	}
+	a := &applier{ctx: ctx, s: p.stmts, vs: vs, known: known}
 	last := cp
 	for _, env := range batch {
 		if env.Position <= last {
@@ -132,6 +141,9 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 		committed = true
 		p.ids.committed(last)
 		if p.bulk {
+			if err := p.copyBuilt(ctx); err != nil {
+				return fmt.Errorf("apply: %w", err)
+			}
 			if err := p.offerBuilders(ctx); err != nil {
 				return fmt.Errorf("apply: %w", err)
 			}
@@ -190,7 +202,8 @@ type applier struct {
 	// ids are the message ids numbered for env (messageIDs).
 	ids MessageRange
 
-	// known holds the sessions whose row exists in this transaction.
+	// known holds the sessions whose row exists in this transaction (in
+	// a bulk load, since it began: the rows of its commits stay).
 	known map[string]bool
 	// pending holds appended messages not inserted yet: see flush.
 	pending []pendingMessage

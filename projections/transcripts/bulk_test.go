@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -118,6 +119,11 @@ func testBulkLoadEqualsIncremental(t *testing.T, envs []events.Envelope, queries
 	if diff := gocmp.Diff(wantSearch, ftsIntegrity(t, bulk, queries)); diff != "" {
 		t.Errorf("search pages (-incremental +bulk):\n%s", diff)
 	}
+	for _, table := range ftsTables {
+		if n := unlistedSegmentRows(t, bulk, table); n > 0 {
+			t.Errorf("%s_data holds %d rows of segments its structure record does not list", table, n)
+		}
+	}
 	// FTS5's configuration is the incrementally built file's (no bulk
 	// settings left; what the schema and its migrations set, such as
 	// secure-delete, kept), and the scratch file is gone.
@@ -181,6 +187,90 @@ func TestBulkLoadInterruptedIsFinishedByOpen(t *testing.T) {
 		t.Errorf("dump (-incremental +reopened):\n%s", diff)
 	}
 	ftsIntegrity(t, reopened, nil)
+}
+
+// TestBulkLoadInterruptedAfterCopyingPasses: a bulk load closed after
+// builder passes were copied into the file (copyBuilt) is finished by
+// Open as if none had been: the copied segments go with the rest of the
+// unfinished index, and the file equals the incremental one.
+func TestBulkLoadInterruptedAfterCopyingPasses(t *testing.T) {
+	defer func(old int, rows int64) { bulkCommitEvents, bulkBuildMinRows = old, rows }(bulkCommitEvents, bulkBuildMinRows)
+	bulkCommitEvents, bulkBuildMinRows = 300, 1
+	envs := bulkHistory()
+	live := openTemp(t)
+	applyBatches(t, live, envs, 512)
+
+	path := filepath.Join(t.TempDir(), "state.db")
+	p, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := p.BeginBulk(ctx); err != nil {
+		t.Fatalf("BeginBulk: %v", err)
+	}
+	applyBatches(t, p, envs, 200)
+	// The builders index what the commits offered them; copy their
+	// passes once they are between two.
+	for copiedSegments(t, p) == 0 {
+		if err := p.copyBuilt(ctx); err != nil {
+			t.Fatalf("copyBuilt: %v", err)
+		}
+		runtime.Gosched()
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reopened := openAt(t, path)
+	if diff := gocmp.Diff(dumpOf(t, live.Reader), dumpOf(t, reopened.Reader)); diff != "" {
+		t.Errorf("dump (-incremental +reopened):\n%s", diff)
+	}
+	ftsIntegrity(t, reopened, nil)
+	for _, table := range ftsTables {
+		if n := unlistedSegmentRows(t, reopened, table); n > 0 {
+			t.Errorf("%s_data holds %d rows of segments its structure record does not list", table, n)
+		}
+	}
+}
+
+// unlistedSegmentRows counts the %_data rows of table that belong to no
+// segment of its structure record.
+func unlistedSegmentRows(t *testing.T, p *Projection, table string) int {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := p.conn.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	s, err := (&ftsIndex{ctx: ctx, tx: tx, table: table}).structure()
+	if err != nil {
+		t.Fatal(err)
+	}
+	where := "id >= " + ftsFirstSegmentRow
+	for _, seg := range s.segments {
+		where += fmt.Sprintf(" AND NOT (id >= %d AND id < %d)", seg.id<<37, (seg.id+1)<<37)
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+table+"_data WHERE "+where).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// copiedSegments counts the rows of index segments in both FTS tables of
+// the file.
+func copiedSegments(t *testing.T, p *Projection) int {
+	t.Helper()
+	n := 0
+	for _, table := range ftsTables {
+		var rows int
+		if err := p.conn.QueryRowContext(context.Background(), "SELECT count(*) FROM "+table+"_data WHERE id >= "+ftsFirstSegmentRow).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		n += rows
+	}
+	return n
 }
 
 // TestBulkLoadKeepsFTSConfiguration: FTS5 settings in the file before a

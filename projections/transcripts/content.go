@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // jsonPrefix marks content Hermes stored as JSON (a list of parts, or an
@@ -35,6 +36,9 @@ func storedContent(raw json.RawMessage) any {
 	}
 	switch t[0] {
 	case '"':
+		if s, ok := plainJSONString(t); ok {
+			return s
+		}
 		var s string
 		if err := json.Unmarshal(t, &s); err == nil {
 			return s
@@ -48,6 +52,25 @@ func storedContent(raw json.RawMessage) any {
 		return "0"
 	}
 	return string(t)
+}
+
+// plainJSONString decodes a JSON string without escapes, which is its
+// bytes between the quotes when they are valid UTF-8 with no control
+// character (what encoding/json would give); false for any other.
+func plainJSONString(t []byte) (string, bool) {
+	if len(t) < 2 || t[len(t)-1] != '"' {
+		return "", false
+	}
+	inner := t[1 : len(t)-1]
+	for _, c := range inner {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	if !utf8.Valid(inner) {
+		return "", false
+	}
+	return string(inner), true
 }
 
 // storedJSON is how Hermes stores tool_calls, reasoning_details and the

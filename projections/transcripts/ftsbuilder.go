@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,8 +22,11 @@ import (
 // indexed them (the projection records their ids with temporary triggers)
 // are indexed again as they are now, and rows inserted below an id it had
 // passed (an import keeps Hermes' ids) are indexed too, found by comparing
-// the counts of rows. The scratch file's shadow tables are then copied
-// into the state file, as for the index built at the end.
+// the counts of rows. Each pass adds one segment (FTS5's automatic merges
+// are off), which the projection copies into the state file between two
+// bulk transactions while the builder waits for its next offer; the end
+// of the load copies the last pass and the structure record, or the whole
+// index if the scratch file changed other than by adding segments.
 type ftsBuilder struct {
 	table   string
 	scratch string
@@ -38,6 +42,25 @@ type ftsBuilder struct {
 	// changed are the ids to index again at the end.
 	changed []int64
 	wake    chan struct{}
+	// passes are the passes done and not yet copied into the state file
+	// (copyBuilt); segments every segment id a pass added. rewritten says
+	// that the scratch file changed other than by adding segments (FTS5
+	// merged segments, or putRight changed rows already indexed): what
+	// was copied may be stale, so the whole index is copied at the end.
+	passes    []builtPass
+	segments  map[int64]ftsSegment
+	rewritten bool
+
+	// passMu is held during each pass, and by copyBuilt while it reads
+	// the scratch file: a pass never writes what is being copied.
+	passMu sync.Mutex
+}
+
+// builtPass is what one pass of a builder added to its scratch file: the
+// segments (by id) and the %_docsize rows of the messages in (from, to].
+type builtPass struct {
+	segments []int64
+	from, to int64
 }
 
 // bulkBuildMinRows is the fewest new messages a builder indexes in one
@@ -146,18 +169,97 @@ func (b *ftsBuilder) run(ctx context.Context) error {
 		upto, final, changed := b.upto, b.final, b.changed
 		b.mu.Unlock()
 		if upto > done && (final || upto-done >= bulkBuildMinRows) {
-			if err := b.index(ctx, "id > ? AND id <= ?", done, upto); err != nil {
+			if err := b.pass(ctx, done, upto); err != nil {
 				return err
 			}
 			done = upto
 		}
 		if final {
-			if err := b.putRight(ctx, changed); err != nil {
+			b.passMu.Lock()
+			err := b.putRight(ctx, changed)
+			b.passMu.Unlock()
+			if err != nil {
 				return err
 			}
 			return b.conn.Close()
 		}
 	}
+}
+
+// pass indexes the messages with ids in (from, to] and records what it
+// added (builtPass).
+func (b *ftsBuilder) pass(ctx context.Context, from, to int64) error {
+	b.passMu.Lock()
+	defer b.passMu.Unlock()
+	if err := b.index(ctx, "id > ? AND id <= ?", from, to); err != nil {
+		return err
+	}
+	segs, err := b.segmentIDs(ctx)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		// Not knowing what the pass added, nothing is copied before the
+		// end, which copies the whole index (and meets any real error).
+		b.rewritten = true
+		return nil
+	}
+	if b.segments == nil {
+		b.segments = map[int64]ftsSegment{}
+	}
+	added := builtPass{from: from, to: to}
+	for id, seg := range segs {
+		if _, ok := b.segments[id]; !ok {
+			added.segments = append(added.segments, id)
+			b.segments[id] = seg
+		}
+	}
+	for id, seg := range b.segments {
+		if segs[id] != seg {
+			b.rewritten = true // a segment went or changed: FTS5 merged
+		}
+	}
+	slices.Sort(added.segments)
+	b.passes = append(b.passes, added)
+	return nil
+}
+
+// segmentIDs returns the segments of the scratch file's index by id, as
+// its structure record lists them.
+func (b *ftsBuilder) segmentIDs(ctx context.Context) (map[int64]ftsSegment, error) {
+	tx, err := b.conn.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("build %s: %w", b.table, err)
+	}
+	defer func() { _ = tx.Rollback() }() // read only
+	s, err := (&ftsIndex{ctx: ctx, tx: tx, table: b.table}).structure()
+	if err != nil {
+		return nil, fmt.Errorf("build %s: %w", b.table, err)
+	}
+	ids := make(map[int64]ftsSegment, len(s.segments))
+	for _, seg := range s.segments {
+		ids[seg.id] = seg
+	}
+	return ids, nil
+}
+
+// takePasses returns the passes not copied yet and whether the scratch
+// file was rewritten, if no pass is under way (false otherwise); the
+// caller then holds passMu until it calls the returned release.
+func (b *ftsBuilder) takePasses() (passes []builtPass, rewritten bool, release func(), ok bool) {
+	if !b.passMu.TryLock() {
+		return nil, false, nil, false
+	}
+	b.mu.Lock()
+	passes, rewritten = b.passes, b.rewritten
+	b.mu.Unlock()
+	return passes, rewritten, func() { b.passMu.Unlock() }, true
+}
+
+// copied drops the first n passes: they are in the state file.
+func (b *ftsBuilder) copied(n int) {
+	b.mu.Lock()
+	b.passes = b.passes[n:]
+	b.mu.Unlock()
 }
 
 // index adds the messages of the state file matching where (with args) to
@@ -184,6 +286,9 @@ func (b *ftsBuilder) putRight(ctx context.Context, changed []int64) error {
 	// FTS5 removes a deleted row's terms from the segments (secure-delete),
 	// so no erased text is copied into the state file.
 	if len(changed) > 0 {
+		b.mu.Lock()
+		b.rewritten = true
+		b.mu.Unlock()
 		if _, err := b.conn.ExecContext(ctx, "INSERT INTO "+b.table+"("+b.table+", rank) VALUES ('secure-delete', 1)"); err != nil {
 			return fmt.Errorf("build %s: %w", b.table, err)
 		}
@@ -210,5 +315,8 @@ func (b *ftsBuilder) putRight(ctx context.Context, changed []int64) error {
 	if indexed == rows {
 		return nil
 	}
+	b.mu.Lock()
+	b.rewritten = true // rows below ids already indexed: docsize rows out of the passes' ranges
+	b.mu.Unlock()
 	return b.index(ctx, "id NOT IN (SELECT id FROM main."+b.table+"_docsize)")
 }

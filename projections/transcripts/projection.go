@@ -92,6 +92,9 @@ type Projection struct {
 	// bulkVersions are the stream versions held while bulkTx (see
 	// streamVersions).
 	bulkVersions *streamVersions
+	// bulkKnown are the sessions known to have a row during a bulk load
+	// (applier.known), dropped with bulkVersions.
+	bulkKnown map[string]bool
 	// builders index the messages of a bulk load as they are committed
 	// (see ftsBuilder); none on a load that Open finishes.
 	builders []*ftsBuilder

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -226,8 +225,8 @@ func scanAfter(rows *sql.Rows, limit int, skip uint64) ([]events.Envelope, bool,
 		if err != nil {
 			return nil, false, fmt.Errorf("position %d: %w", st.position, err)
 		}
-		var md events.Metadata
-		if err := json.Unmarshal(st.meta, &md); err != nil {
+		md, err := events.DecodeMetadata(st.meta)
+		if err != nil {
 			return nil, false, fmt.Errorf("position %d: decode metadata: %w", st.position, err)
 		}
 		envs[i] = events.Envelope{
