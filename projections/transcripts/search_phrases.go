@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"runtime"
 	"slices"
 	"sync"
@@ -172,7 +173,7 @@ func pairScan(a, b *postings, rows *phraseRows) error {
 		return a.err
 	}
 	for {
-		if !b.skipTo(a.rowid) {
+		if b.rowid < a.rowid && !b.skipTo(a.rowid) {
 			return b.err
 		}
 		if b.rowid > a.rowid {
@@ -355,8 +356,14 @@ func pairOccurrences(a, b []byte) (int32, bool) {
 
 // pairOccurrencesShort is pairOccurrences of lists whose every byte is
 // an offset delta of one byte (2 to 0x7f: no column marker, no longer
-// varint), read as far as needed; false as soon as it meets another byte.
+// varint); false for others. Positions below 64 (a short row: the usual
+// case) are compared as bit masks.
 func pairOccurrencesShort(a, b []byte) (int32, bool) {
+	if ma, ok := positionMask(a); ok {
+		if mb, ok := positionMask(b); ok {
+			return int32(bits.OnesCount64(ma << 1 & mb)), true
+		}
+	}
 	var n int32
 	pa, pb := int64(0), int64(0)
 	j := 0
@@ -383,6 +390,23 @@ func pairOccurrencesShort(a, b []byte) (int32, bool) {
 		}
 	}
 	return n, true
+}
+
+// positionMask is the set of positions of a list of one-byte offset
+// deltas, as bits; false if a byte is not one, or a position is past 63.
+func positionMask(list []byte) (uint64, bool) {
+	var m uint64
+	pos := uint(0)
+	for _, c := range list {
+		if c < 2 || c >= 0x80 {
+			return 0, false
+		}
+		if pos += uint(c) - 2; pos >= 64 {
+			return 0, false
+		}
+		m |= 1 << pos
+	}
+	return m, true
 }
 
 // phraseOccurrences counts the positions p of the first list such that
