@@ -46,18 +46,18 @@ type postings struct {
 	pending int
 	spill   []byte
 
-	// The current entry: its rowid (math.MinInt64 before the first) and
-	// where its position list is (poslist): page[from:to], or spill if
-	// spilled (the list's raw[from:to] for listPostings). Offsets rather
-	// than a slice: moving stores no pointer, so no write barrier while
-	// the garbage collector marks.
-	rowid    int64
-	from, to int
-	spilled  bool
-	// first and last are the first and the last rowid read, of every
-	// entry passed over as well (math.MinInt64: none yet).
-	first, last int64
-	err         error
+	// The current entry: its rowid, and where its position list is
+	// (poslist): page[from:i], or spill if from is -1 (for listPostings,
+	// the list's entry at-1). Offsets rather than a slice: moving
+	// stores no pointer, so no write barrier while the garbage collector
+	// marks. Past the last entry (skipTo false), rowid is the last rowid
+	// read, of every entry passed over as well; math.MinInt64 before the
+	// first.
+	rowid int64
+	from  int
+	// first is the first rowid read (math.MinInt64: none yet).
+	first int64
+	err   error
 
 	list *ftsDoclist // listPostings: the doclist read, and its next entry
 	at   int
@@ -67,12 +67,12 @@ type postings struct {
 // prefix byte) in the segments of s.
 func (x *ftsIndex) postings(s ftsStructure, term string) *postings {
 	return &postings{x: x, key: append([]byte{ftsMainPrefix}, term...), segments: slices.Clone(s.segments),
-		rowid: math.MinInt64, first: math.MinInt64, last: math.MinInt64}
+		rowid: math.MinInt64, first: math.MinInt64}
 }
 
 // listPostings returns a cursor over the entries of d.
 func listPostings(d *ftsDoclist) *postings {
-	return &postings{list: d, rowid: math.MinInt64, first: math.MinInt64, last: math.MinInt64}
+	return &postings{list: d, rowid: math.MinInt64, first: math.MinInt64}
 }
 
 // close ends the read of the segment being read, if any.
@@ -138,30 +138,50 @@ func (c *postings) skipTo(target int64) bool {
 					break
 				}
 				c.spill = append(c.spill[:0], page[i:end]...)
-				c.i, c.acc, c.last, c.rowid = end, rowid, rowid, rowid
+				c.i, c.acc, c.rowid = end, rowid, rowid
 				if !c.nextPage(true) {
 					if c.err == nil {
 						c.bad("position list runs past the segment")
 					}
 					return false
 				}
-				c.spilled = true
+				c.from = -1
 				return true
 			}
 			if rowid >= target {
-				c.i, c.acc, c.last, c.rowid, c.from, c.to, c.spilled = i+n, rowid, rowid, rowid, i, i+n, false
+				c.i, c.acc, c.rowid, c.from = i+n, rowid, rowid, i
 				return true
 			}
 			i += n
 		}
 		c.i, c.acc = i, rowid
 		if i != start {
-			c.last = rowid
+			c.rowid = rowid
 		}
 		if !c.nextPage(false) {
 			return false
 		}
 	}
+}
+
+// step moves to the next entry if it lies whole on the current page and
+// both its varints are one byte (most entries of a common term): cheap
+// enough to be inlined in the loops that move cursors one entry at a time
+// (pairScan). False otherwise, the cursor unmoved: skipTo or next then
+// does the rest.
+func (c *postings) step() bool {
+	i := c.i
+	if i+2 > c.end {
+		return false
+	}
+	d, s := c.page[i], c.page[i+1]
+	j := i + 2 + int(s>>1)
+	if d|s >= 0x80 || j > c.end {
+		return false
+	}
+	c.acc += int64(d)
+	c.rowid, c.from, c.i = c.acc, i+2, j
+	return true
 }
 
 // next moves to the next entry; false when there is none, or on an error.
@@ -178,18 +198,18 @@ func (c *postings) listSkipTo(target int64) bool {
 	for i < len(rs) && rs[i] < target {
 		i++
 	}
-	if i > c.at {
-		c.last = rs[i-1]
-	}
 	if i == len(rs) {
+		if i > c.at {
+			c.rowid = rs[i-1]
+		}
 		c.at = i
 		return false
 	}
 	if c.first == math.MinInt64 {
 		c.first = rs[i]
 	}
-	c.at, c.last = i+1, rs[i]
-	c.rowid, c.from, c.to = rs[i], int(c.list.starts[i]), int(c.list.starts[i]+c.list.counts[i])
+	c.at = i + 1
+	c.rowid = rs[i]
 	return true
 }
 
@@ -198,14 +218,15 @@ func (c *postings) listSkipTo(target int64) bool {
 func (c *postings) poslist() []byte {
 	switch {
 	case c.list != nil:
-		return c.list.raw[c.from:c.to]
-	case c.spilled:
+		d, j := c.list, c.at-1
+		return d.raw[d.starts[j] : d.starts[j]+d.counts[j]]
+	case c.from < 0:
 		return c.spill
 	}
-	return c.page[c.from:c.to]
+	return c.page[c.from:c.i]
 }
 
-// drain reads the entries left, so that last is the last rowid of the
+// drain reads the entries left, so that rowid is the last rowid of the
 // term (and the order of every entry is checked).
 func (c *postings) drain() bool {
 	c.skipTo(math.MaxInt64)
@@ -314,7 +335,7 @@ func (c *postings) startRun() bool {
 	switch rowid := int64(v); {
 	case c.first == math.MinInt64:
 		c.first = rowid
-	case rowid <= c.last:
+	case rowid <= c.rowid:
 		c.err = errUnordered
 		c.close()
 		return false

@@ -173,24 +173,44 @@ func pairScan(a, b *postings, rows *phraseRows) error {
 		return a.err
 	}
 	for {
-		if b.rowid < a.rowid && !b.skipTo(a.rowid) {
-			return b.err
+		// Each cursor is moved an entry at a time while that is cheap
+		// (step), else by skipTo.
+		for b.rowid < a.rowid {
+			if !b.step() {
+				if !b.skipTo(a.rowid) {
+					return b.err
+				}
+				break
+			}
 		}
 		if b.rowid > a.rowid {
-			if !a.skipTo(b.rowid) {
-				return a.err
+			for a.rowid < b.rowid {
+				if !a.step() {
+					if !a.skipTo(b.rowid) {
+						return a.err
+					}
+					break
+				}
 			}
 			continue
 		}
-		n, ok := pairOccurrences(a.poslist(), b.poslist())
-		if !ok {
-			return errUnsupportedIndex
+		// Position lists of a short row, compared as bit masks here;
+		// others by pairOccurrences.
+		la, lb := a.poslist(), b.poslist()
+		ma, okA := positionMask(la)
+		mb, okB := positionMask(lb)
+		n := int32(bits.OnesCount64(ma << 1 & mb))
+		if !okA || !okB {
+			var ok bool
+			if n, ok = pairOccurrences(la, lb); !ok {
+				return errUnsupportedIndex
+			}
 		}
 		if n > 0 {
 			rowids = append(rowids, a.rowid)
 			freqs = append(freqs, n)
 		}
-		if !a.next() {
+		if !a.step() && !a.next() {
 			return a.err
 		}
 	}
@@ -233,7 +253,7 @@ func phraseBySegments(x *ftsIndex, s ftsStructure, p ftsPhrase) (phraseRows, err
 				pt.err = c.err
 				return
 			}
-			pt.first[j], pt.last[j] = c.first, c.last
+			pt.first[j], pt.last[j] = c.first, c.rowid
 		}
 	}
 	// Two shares of about the same number of pages.
