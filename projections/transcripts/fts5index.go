@@ -276,8 +276,9 @@ func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte,
 	}
 }
 
-// segmentReader is segmentTerms one leaf page at a time, so that the
-// entries of several terms can be read side by side (termCursor).
+// segmentReader is the state of segmentTerms' read, carried from one leaf
+// page to the next. (A phrase's terms are read side by side by postings
+// cursors, which decode in place; this reader hands every entry over.)
 type segmentReader struct {
 	seg    ftsSegment
 	key    []byte
@@ -618,29 +619,12 @@ func (x *ftsIndex) termDoclists(s ftsStructure, term string, prefix, withPositio
 	return byTerm, nil
 }
 
-// streamTerm hands every entry of term (given without the index prefix
-// byte) to sink, segment by segment, oldest first: in ascending rowid
-// order when no newer segment holds a row of an older one (the sink
-// checks), and with the entries that delete a row (no positions).
-func (x *ftsIndex) streamTerm(s ftsStructure, term string, sink entrySink) error {
-	key := append([]byte{ftsMainPrefix}, term...)
-	open := func(t []byte) (entrySink, bool) {
-		if !bytes.Equal(t, key) {
-			return nil, true
-		}
-		return sink, false
-	}
-	closed := func(entrySink) bool { return false }
-	for i := len(s.segments) - 1; i >= 0; i-- {
-		if err := x.segmentTerms(s.segments[i], key, open, closed); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// streamPrefix is streamTerm for every term starting with prefix: before
-// each term's entries in a segment, at says which term they are of.
+// streamPrefix hands every entry of every term starting with prefix
+// (given without the index prefix byte) to sink, segment by segment,
+// oldest first, with the entries that delete a row (no positions): before
+// each term's entries in a segment, at says which term they are of. A
+// term's entries come in ascending rowid order when no newer segment
+// holds a row of an older one (the sink checks).
 func (x *ftsIndex) streamPrefix(s ftsStructure, prefix string, sink entrySink, at func(term []byte)) error {
 	key := append([]byte{ftsMainPrefix}, prefix...)
 	open := func(t []byte) (entrySink, bool) {
