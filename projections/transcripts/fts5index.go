@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 )
@@ -277,8 +276,9 @@ func (x *ftsIndex) segmentTerms(seg ftsSegment, key []byte,
 	}
 }
 
-// segmentReader is segmentTerms one leaf page at a time, so that the
-// entries of several terms can be read side by side (termCursor).
+// segmentReader is the state of segmentTerms' read, carried from one leaf
+// page to the next. (A phrase's terms are read side by side by postings
+// cursors, which decode in place; this reader hands every entry over.)
 type segmentReader struct {
 	seg    ftsSegment
 	key    []byte
@@ -619,29 +619,12 @@ func (x *ftsIndex) termDoclists(s ftsStructure, term string, prefix, withPositio
 	return byTerm, nil
 }
 
-// streamTerm hands every entry of term (given without the index prefix
-// byte) to sink, segment by segment, oldest first: in ascending rowid
-// order when no newer segment holds a row of an older one (the sink
-// checks), and with the entries that delete a row (no positions).
-func (x *ftsIndex) streamTerm(s ftsStructure, term string, sink entrySink) error {
-	key := append([]byte{ftsMainPrefix}, term...)
-	open := func(t []byte) (entrySink, bool) {
-		if !bytes.Equal(t, key) {
-			return nil, true
-		}
-		return sink, false
-	}
-	closed := func(entrySink) bool { return false }
-	for i := len(s.segments) - 1; i >= 0; i-- {
-		if err := x.segmentTerms(s.segments[i], key, open, closed); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// streamPrefix is streamTerm for every term starting with prefix: before
-// each term's entries in a segment, at says which term they are of.
+// streamPrefix hands every entry of every term starting with prefix
+// (given without the index prefix byte) to sink, segment by segment,
+// oldest first, with the entries that delete a row (no positions): before
+// each term's entries in a segment, at says which term they are of. A
+// term's entries come in ascending rowid order when no newer segment
+// holds a row of an older one (the sink checks).
 func (x *ftsIndex) streamPrefix(s ftsStructure, prefix string, sink entrySink, at func(term []byte)) error {
 	key := append([]byte{ftsMainPrefix}, prefix...)
 	open := func(t []byte) (entrySink, bool) {
@@ -691,147 +674,3 @@ func (x *ftsIndex) termPages(s ftsStructure, term string) (int64, error) {
 // order: a newer segment holds rows of an older one (a row deleted or
 // indexed again). The caller reads the doclists merged instead.
 var errUnordered = errors.New("fts5 doclist: a newer segment holds rows of an older one")
-
-// termCursor walks the entries of one term, in ascending rowid order:
-// read from the index a page at a time, segment by segment, oldest first
-// (errUnordered if a newer segment goes back), or from a doclist already
-// read (list).
-type termCursor struct {
-	x        *ftsIndex
-	key      []byte
-	segments []ftsSegment // still to read, the oldest last
-	r        *segmentReader
-	batch    termBatch // the entries of the page read last
-	at       int       // the next entry of batch (or of list)
-	list     *ftsDoclist
-	// The current entry: its rowid (math.MinInt64 before the first) and
-	// position list, valid until the next seek.
-	rowid   int64
-	poslist []byte
-	// before is the last rowid of the batches before this one; first
-	// the first rowid read (math.MinInt64: none yet).
-	before, first int64
-}
-
-// termBatch holds the entries a termCursor read from its last page.
-type termBatch struct {
-	rowids []int64
-	ends   []int32 // the position list of entry i ends at raw[ends[i]]
-	raw    []byte
-}
-
-func (b *termBatch) entry(rowid int64, poslist []byte) bool {
-	b.rowids = append(b.rowids, rowid)
-	b.raw = append(b.raw, poslist...)
-	b.ends = append(b.ends, int32(len(b.raw)))
-	return true
-}
-
-// cursor returns a cursor over the entries of term (without the index
-// prefix byte) in the index.
-func (x *ftsIndex) cursor(s ftsStructure, term string) *termCursor {
-	return &termCursor{x: x, key: append([]byte{ftsMainPrefix}, term...), segments: slices.Clone(s.segments),
-		rowid: math.MinInt64, before: math.MinInt64, first: math.MinInt64}
-}
-
-// listCursor returns a cursor over the entries of d.
-func listCursor(d *ftsDoclist) *termCursor {
-	return &termCursor{list: d, rowid: math.MinInt64}
-}
-
-// seek moves to the first entry at or after rowid (staying where it is if
-// the current one is); false when there is none.
-func (c *termCursor) seek(rowid int64) (bool, error) {
-	if c.rowid >= rowid {
-		return true, nil
-	}
-	if c.list != nil {
-		rs, i := c.list.rowids, c.at
-		for i < len(rs) && rs[i] < rowid {
-			i++
-		}
-		if i == len(rs) {
-			c.at = i
-			return false, nil
-		}
-		c.at = i + 1
-		c.rowid, c.poslist = rs[i], c.list.raw[c.list.starts[i]:c.list.starts[i]+c.list.counts[i]]
-		return true, nil
-	}
-	for {
-		rs, i := c.batch.rowids, c.at
-		for i < len(rs) && rs[i] < rowid {
-			i++
-		}
-		if i < len(rs) {
-			c.at = i + 1
-			start := int32(0)
-			if i > 0 {
-				start = c.batch.ends[i-1]
-			}
-			c.rowid, c.poslist = rs[i], c.batch.raw[start:c.batch.ends[i]]
-			return true, nil
-		}
-		if more, err := c.fill(); !more || err != nil {
-			return false, err
-		}
-	}
-}
-
-// fill replaces the batch with the entries of the next page that has any;
-// false at the end of the last segment.
-func (c *termCursor) fill() (bool, error) {
-	if n := len(c.batch.rowids); n > 0 {
-		c.before = c.batch.rowids[n-1]
-	}
-	c.batch.rowids, c.batch.ends, c.batch.raw, c.at = c.batch.rowids[:0], c.batch.ends[:0], c.batch.raw[:0], 0
-	for len(c.batch.rowids) == 0 {
-		if c.r == nil {
-			if len(c.segments) == 0 {
-				return false, nil
-			}
-			seg := c.segments[len(c.segments)-1]
-			c.segments = c.segments[:len(c.segments)-1]
-			open := func(t []byte) (entrySink, bool) {
-				if !bytes.Equal(t, c.key) {
-					return nil, true
-				}
-				return &c.batch, false
-			}
-			r, err := c.x.readSegment(seg, c.key, open, func(entrySink) bool { return false })
-			if err != nil {
-				return false, err
-			}
-			c.r = r
-		}
-		more, err := c.r.page()
-		if err != nil {
-			return false, err
-		}
-		if !more {
-			err := c.r.finish()
-			c.r.close()
-			c.r = nil
-			if err != nil {
-				return false, err
-			}
-		}
-	}
-	// Within a segment the rowids ascend (they are stored as deltas);
-	// a newer segment must start after the older ones.
-	if c.batch.rowids[0] <= c.before {
-		return false, errUnordered
-	}
-	if c.first == math.MinInt64 {
-		c.first = c.batch.rowids[0]
-	}
-	return true, nil
-}
-
-// close ends the read of the segment being read, if any.
-func (c *termCursor) close() {
-	if c.r != nil {
-		c.r.close()
-		c.r = nil
-	}
-}

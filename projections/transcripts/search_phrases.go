@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"runtime"
 	"slices"
 	"sync"
@@ -15,10 +16,10 @@ import (
 // (fts5index.go), each with the number of times the phrase occurs in it.
 // A phrase's idf needs every row where it occurs, so nothing can be
 // skipped; what is kept small is the work per entry. No term of a phrase
-// is stored whole: its longest term (a common word: most of a million
-// rows) is read as a stream, and each entry compared with the other
-// terms', read beside it a page at a time (phraseStream, termCursor); a
-// long one is read by segments on two goroutines (phraseBySegments).
+// is stored whole: a cursor over each term (postings) decodes its entries
+// in place on the leaf pages, the cursors are moved to the rows they all
+// hold (phraseScan), and only there are position lists compared; a long
+// phrase is read by segments on two goroutines (phraseBySegments).
 // The terms of a prefix are added up in an array by rowid as they are read
 // (prefixTally). Both need each term's rows to come in ascending order,
 // which they do when no newer segment holds a row of an older one (rows
@@ -64,80 +65,155 @@ func termsMatches(x *ftsIndex, s ftsStructure, p ftsPhrase) (phraseRows, error) 
 		}
 		return phraseRows{rowids: d.rowids, freqs: d.counts}, nil
 	}
-	// The longest term is streamed, the others walked beside it.
-	longest, most := 0, int64(-1)
-	for i, t := range p.terms {
+	most := int64(-1)
+	for _, t := range p.terms {
 		pages, err := x.termPages(s, t)
 		if err != nil {
 			return phraseRows{}, err
 		}
-		if pages > most {
-			longest, most = i, pages
-		}
+		most = max(most, pages)
 	}
 	var rows phraseRows
 	var err error
 	if most >= parallelPages && len(s.segments) > 1 && runtime.GOMAXPROCS(0) > 1 {
-		rows, err = phraseBySegments(x, s, p, longest)
+		rows, err = phraseBySegments(x, s, p)
 	} else {
-		rows, err = phraseStreamed(x, s, p, longest, false)
+		rows, err = phraseInIndex(x, s, p)
 	}
 	if errors.Is(err, errUnordered) {
 		mergedReads.Add(1)
-		rows, err = phraseStreamed(x, s, p, longest, true)
+		rows, err = phraseMerged(x, s, p)
 	}
 	return rows, err
 }
 
-// phraseStreamed finds the rows of phrase p from its term longest, read
-// as a stream, and cursors over its other terms: in the index, or (merged)
-// over their doclists merged from every segment, the longest term's too.
-func phraseStreamed(x *ftsIndex, s ftsStructure, p ftsPhrase, longest int, merged bool) (phraseRows, error) {
-	ps := newPhraseStream(p, longest)
-	defer func() {
-		for _, c := range ps.others {
-			if c != nil {
-				c.close()
-			}
-		}
-	}()
-	doclist := func(t string) (*ftsDoclist, error) {
-		byTerm, err := x.termDoclists(s, t, false, true)
-		return byTerm[t], err
-	}
+// phraseInIndex finds the rows of phrase p with a cursor over each of its
+// terms in the index.
+func phraseInIndex(x *ftsIndex, s ftsStructure, p ftsPhrase) (phraseRows, error) {
+	cs := make([]*postings, len(p.terms))
 	for i, t := range p.terms {
-		switch {
-		case i == longest:
-		case !merged:
-			ps.others[i] = x.cursor(s, t)
-		default:
-			d, err := doclist(t)
-			if err != nil || d == nil {
-				return phraseRows{}, err
-			}
-			ps.others[i] = listCursor(d)
-		}
+		cs[i] = x.postings(s, t)
 	}
-	var err error
-	if merged {
-		var d *ftsDoclist
-		if d, err = doclist(p.terms[longest]); err != nil || d == nil {
+	defer closeAll(cs)
+	var rows phraseRows
+	err := phraseScan(cs, &rows)
+	return rows, err
+}
+
+// phraseMerged finds the rows of phrase p from its terms' doclists merged
+// from every segment.
+func phraseMerged(x *ftsIndex, s ftsStructure, p ftsPhrase) (phraseRows, error) {
+	cs := make([]*postings, len(p.terms))
+	for i, t := range p.terms {
+		byTerm, err := x.termDoclists(s, t, false, true)
+		if err != nil || byTerm[t] == nil {
 			return phraseRows{}, err
 		}
-		for i := 0; i < d.len() && ps.entry(d.rowids[i], d.raw[d.starts[i]:d.starts[i]+d.counts[i]]); i++ {
+		cs[i] = listPostings(byTerm[t])
+	}
+	var rows phraseRows
+	err := phraseScan(cs, &rows)
+	return rows, err
+}
+
+func closeAll(cs []*postings) {
+	for _, c := range cs {
+		if c != nil {
+			c.close()
 		}
-	} else {
-		err = x.streamTerm(s, p.terms[longest], ps)
 	}
-	switch {
-	case ps.unordered:
-		return phraseRows{}, errUnordered
-	case ps.err != nil:
-		return phraseRows{}, ps.err
-	case !ps.finished && err != nil:
-		return phraseRows{}, err
+}
+
+// phraseScan appends to rows the rows where the terms of a phrase (cs:
+// their cursors, in the phrase's order) occur one after the other, with
+// how many times; it ends when a cursor has no entries left.
+func phraseScan(cs []*postings, rows *phraseRows) error {
+	if len(cs) == 2 {
+		return pairScan(cs[0], cs[1], rows)
 	}
-	return phraseRows{rowids: ps.rowids, freqs: ps.freqs}, nil
+	lists := make([]positionCursor, len(cs))
+	target := int64(math.MinInt64 + 1)
+	for {
+		all := true
+		for _, c := range cs {
+			if !c.skipTo(target) {
+				return c.err
+			}
+			if c.rowid > target {
+				target, all = c.rowid, false
+				break
+			}
+		}
+		if !all {
+			continue
+		}
+		for j, c := range cs {
+			lists[j] = positionCursor{list: c.poslist()}
+		}
+		n, ok := phraseOccurrences(lists)
+		if !ok {
+			return errUnsupportedIndex
+		}
+		if n > 0 {
+			rows.rowids = append(rows.rowids, target)
+			rows.freqs = append(rows.freqs, n)
+		}
+		if target == math.MaxInt64 {
+			return nil
+		}
+		target++
+	}
+}
+
+// pairScan is phraseScan of a phrase of two terms (the usual one).
+func pairScan(a, b *postings, rows *phraseRows) error {
+	rowids, freqs := rows.rowids, rows.freqs
+	defer func() { rows.rowids, rows.freqs = rowids, freqs }()
+	if !a.next() {
+		return a.err
+	}
+	for {
+		// Each cursor is moved an entry at a time while that is cheap
+		// (step), else by skipTo.
+		for b.rowid < a.rowid {
+			if !b.step() {
+				if !b.skipTo(a.rowid) {
+					return b.err
+				}
+				break
+			}
+		}
+		if b.rowid > a.rowid {
+			for a.rowid < b.rowid {
+				if !a.step() {
+					if !a.skipTo(b.rowid) {
+						return a.err
+					}
+					break
+				}
+			}
+			continue
+		}
+		// Position lists of a short row, compared as bit masks here;
+		// others by pairOccurrences.
+		la, lb := a.poslist(), b.poslist()
+		ma, okA := positionMask(la)
+		mb, okB := positionMask(lb)
+		n := int32(bits.OnesCount64(ma << 1 & mb))
+		if !okA || !okB {
+			var ok bool
+			if n, ok = pairOccurrences(la, lb); !ok {
+				return errUnsupportedIndex
+			}
+		}
+		if n > 0 {
+			rowids = append(rowids, a.rowid)
+			freqs = append(freqs, n)
+		}
+		if !a.step() && !a.next() {
+			return a.err
+		}
+	}
 }
 
 // parallelPages is how long (in leaf pages, about 4 KB each) the longest
@@ -145,15 +221,14 @@ func phraseStreamed(x *ftsIndex, s ftsStructure, p ftsPhrase, longest int, merge
 // for tests, which run both ways).
 var parallelPages int64 = 256
 
-// phraseBySegments is phraseStreamed on two goroutines: each reads whole
-// segments (a term's entries of one segment, and the other terms' of the
-// same segment), the segments shared out by size. A row's current entries
-// are all in the segment that indexed it last, so each segment's matches
-// are found in it alone, as long as no newer segment holds rows of an
-// older one: each term's rowids are checked to ascend from segment to
-// segment, oldest first (errUnordered otherwise; every entry of every term
-// is read for that).
-func phraseBySegments(x *ftsIndex, s ftsStructure, p ftsPhrase, longest int) (phraseRows, error) {
+// phraseBySegments is phraseInIndex on two goroutines: each reads whole
+// segments (every term's entries of one segment), the segments shared out
+// by size. A row's current entries are all in the segment that indexed it
+// last, so each segment's matches are found in it alone, as long as no
+// newer segment holds rows of an older one: each term's rowids are checked
+// to ascend from segment to segment, oldest first (errUnordered otherwise;
+// every entry of every term is read for that).
+func phraseBySegments(x *ftsIndex, s ftsStructure, p ftsPhrase) (phraseRows, error) {
 	type part struct {
 		rows        phraseRows
 		first, last []int64 // by term: the segment's first and last rowid, math.MinInt64 if none
@@ -163,46 +238,23 @@ func phraseBySegments(x *ftsIndex, s ftsStructure, p ftsPhrase, longest int) (ph
 	parts := make([]part, len(s.segments))
 	read := func(i int) {
 		one := ftsStructure{segments: s.segments[i : i+1], writeCounter: s.writeCounter}
-		ps := newPhraseStream(p, longest)
-		ps.drain = true
 		pt := &parts[i]
-		defer func() {
-			for _, c := range ps.others {
-				if c != nil {
-					c.close()
-				}
-			}
-		}()
+		cs := make([]*postings, len(p.terms))
 		for j, t := range p.terms {
-			if j != longest {
-				ps.others[j] = x.cursor(one, t)
-			}
+			cs[j] = x.postings(one, t)
 		}
-		err := x.streamTerm(one, p.terms[longest], ps)
-		switch {
-		case ps.unordered:
-			pt.err = errUnordered
-		case ps.err != nil:
-			pt.err = ps.err
-		case err != nil:
-			pt.err = err
-		}
-		if pt.err != nil {
+		defer closeAll(cs)
+		if pt.err = phraseScan(cs, &pt.rows); pt.err != nil {
 			return
 		}
 		pt.first, pt.last = make([]int64, len(p.terms)), make([]int64, len(p.terms))
-		for j, c := range ps.others {
-			if c == nil {
-				pt.first[j], pt.last[j] = ps.first, ps.last
-				continue
-			}
-			if _, err := c.seek(math.MaxInt64); err != nil {
-				pt.err = err
+		for j, c := range cs {
+			if !c.drain() {
+				pt.err = c.err
 				return
 			}
-			pt.first[j], pt.last[j] = c.first, max(c.before, c.rowid)
+			pt.first[j], pt.last[j] = c.first, c.rowid
 		}
-		pt.rows = phraseRows{rowids: ps.rowids, freqs: ps.freqs}
 	}
 	// Two shares of about the same number of pages.
 	order := make([]int, len(s.segments))
@@ -256,94 +308,6 @@ func phraseBySegments(x *ftsIndex, s ftsStructure, p ftsPhrase, longest int) (ph
 	return out, nil
 }
 
-func newPhraseStream(p ftsPhrase, longest int) *phraseStream {
-	return &phraseStream{others: make([]*termCursor, len(p.terms)), streamed: longest,
-		cursors: make([]positionCursor, len(p.terms)), first: math.MinInt64, last: math.MinInt64}
-}
-
-// phraseStream finds a phrase's rows from the entries of one of its terms
-// (streamed), given in ascending rowid order, and cursors over the others.
-type phraseStream struct {
-	others   []*termCursor // by term of the phrase; nil at streamed
-	streamed int
-	cursors  []positionCursor
-	// first and last are the first and the last rowid of the streamed
-	// term (math.MinInt64: none yet).
-	first, last int64
-	// drain: once finished, take the streamed term's entries to its end
-	// (their order is checked) instead of stopping.
-	drain bool
-	// unordered: an entry came before the one before it; finished: one
-	// of the other terms has no rows left, so no row after can match;
-	// err: a cursor failed, or a position list did not parse.
-	unordered, finished bool
-	err                 error
-	rowids              []int64
-	freqs               []int32
-}
-
-// entry takes the streamed term's entry for rowid.
-func (ps *phraseStream) entry(rowid int64, poslist []byte) bool {
-	if rowid <= ps.last {
-		ps.unordered = true
-		return false
-	}
-	if ps.first == math.MinInt64 {
-		ps.first = rowid
-	}
-	ps.last = rowid
-	if ps.finished {
-		return true // draining
-	}
-	for _, c := range ps.others {
-		if c == nil {
-			continue
-		}
-		more, err := c.seek(rowid)
-		switch {
-		case errors.Is(err, errUnordered):
-			ps.unordered = true
-			return false
-		case err != nil:
-			ps.err = err
-			return false
-		case !more:
-			ps.finished = true
-			return ps.drain
-		case c.rowid != rowid:
-			return true
-		}
-	}
-	var n int32
-	var ok bool
-	if len(ps.others) == 2 {
-		// The usual phrase: two words.
-		if ps.streamed == 0 {
-			n, ok = pairOccurrences(poslist, ps.others[1].poslist)
-		} else {
-			n, ok = pairOccurrences(ps.others[0].poslist, poslist)
-		}
-	} else {
-		for j, c := range ps.others {
-			if j == ps.streamed {
-				ps.cursors[j] = positionCursor{list: poslist}
-			} else {
-				ps.cursors[j] = positionCursor{list: c.poslist}
-			}
-		}
-		n, ok = phraseOccurrences(ps.cursors)
-	}
-	if !ok {
-		ps.err = errUnsupportedIndex
-		return false
-	}
-	if n > 0 {
-		ps.rowids = append(ps.rowids, rowid)
-		ps.freqs = append(ps.freqs, n)
-	}
-	return true
-}
-
 // positionCursor reads a position list one position at a time.
 type positionCursor struct {
 	list     []byte
@@ -378,14 +342,12 @@ func (c *positionCursor) next() (pos int64, end, ok bool) {
 }
 
 // pairOccurrences is phraseOccurrences of two lists: how many positions
-// p of a have p+1 in b. Lists of one position of one byte each (a word
-// that occurs once in a row, early) are compared without decoding.
+// p of a have p+1 in b. Lists of one-byte offsets in the first column
+// (words of a short row: the usual case) are compared as bytes
+// (pairOccurrencesShort); others are decoded.
 func pairOccurrences(a, b []byte) (int32, bool) {
-	if len(a) == 1 && len(b) == 1 && a[0] >= 2 && a[0] < 0x80 && b[0] >= 2 && b[0] < 0x80 {
-		if b[0] == a[0]+1 {
-			return 1, true
-		}
-		return 0, true
+	if n, ok := pairOccurrencesShort(a, b); ok {
+		return n, true
 	}
 	ca, cb := positionCursor{list: a}, positionCursor{list: b}
 	pa, end, ok := ca.next()
@@ -410,6 +372,61 @@ func pairOccurrences(a, b []byte) (int32, bool) {
 			return n, ok
 		}
 	}
+}
+
+// pairOccurrencesShort is pairOccurrences of lists whose every byte is
+// an offset delta of one byte (2 to 0x7f: no column marker, no longer
+// varint); false for others. Positions below 64 (a short row: the usual
+// case) are compared as bit masks.
+func pairOccurrencesShort(a, b []byte) (int32, bool) {
+	if ma, ok := positionMask(a); ok {
+		if mb, ok := positionMask(b); ok {
+			return int32(bits.OnesCount64(ma << 1 & mb)), true
+		}
+	}
+	var n int32
+	pa, pb := int64(0), int64(0)
+	j := 0
+	haveB := false
+	for _, c := range a {
+		if c < 2 || c >= 0x80 {
+			return 0, false
+		}
+		pa += int64(c) - 2
+		for !haveB || pb <= pa {
+			if j == len(b) {
+				return n, true
+			}
+			c := b[j]
+			if c < 2 || c >= 0x80 {
+				return 0, false
+			}
+			j++
+			pb += int64(c) - 2
+			haveB = true
+		}
+		if pb == pa+1 {
+			n++
+		}
+	}
+	return n, true
+}
+
+// positionMask is the set of positions of a list of one-byte offset
+// deltas, as bits; false if a byte is not one, or a position is past 63.
+func positionMask(list []byte) (uint64, bool) {
+	var m uint64
+	pos := uint(0)
+	for _, c := range list {
+		if c < 2 || c >= 0x80 {
+			return 0, false
+		}
+		if pos += uint(c) - 2; pos >= 64 {
+			return 0, false
+		}
+		m |= 1 << pos
+	}
+	return m, true
 }
 
 // phraseOccurrences counts the positions p of the first list such that
