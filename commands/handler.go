@@ -394,7 +394,7 @@ func (k *keyedMutex) lock(key string) (unlock func()) {
 
 // DefaultCachedLanes bounds the lane cache unless [WithCachedLanes] says
 // otherwise: about 300 bytes a lane resident (packed state, key and map
-// entry), so 60 MB when full. Past the bound an arbitrary eighth of the
+// entry), so 60 MB when full. Past the bound an arbitrary 1/64 of the
 // entries is dropped and reloaded on demand (a snapshot and a stream read).
 const DefaultCachedLanes = 200_000
 
@@ -437,7 +437,7 @@ func (c *laneCache) put(stream string, st laneState) {
 		return
 	}
 	if !cached && len(c.lanes) >= c.max {
-		drop := max(c.max/8, 1)
+		drop := max(c.max/64, 1)
 		for k := range c.lanes {
 			if drop == 0 {
 				break

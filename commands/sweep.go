@@ -111,7 +111,7 @@ func (h *Handler) decideBatch(ctx context.Context, command string, targets []swe
 				}
 			}
 			decided := decide(i, st.lane, h.now())
-			if len(decided) == 0 && cached {
+			if len(decided) == 0 && cached && !h.soleWriter {
 				// Nothing to do on the cached lane: make sure it is current
 				// (another process may have appended), as execute does.
 				fresh, err := h.refresh(ctx, stream, st)
@@ -139,6 +139,16 @@ func (h *Handler) decideBatch(ctx context.Context, command string, targets []swe
 			}
 		}
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			// Some of the batch may be committed: every lane it touched
+			// is read again when next used.
+			for _, p := range batch {
+				h.cache.drop(p.stream)
+			}
+			panic(r)
+		}
+	}()
 	results, batchErr := h.appendBatch(ctx, appends)
 	if batchErr == nil && cancelled != nil {
 		batchErr = cancelled
@@ -153,6 +163,11 @@ func (h *Handler) decideBatch(ctx context.Context, command string, targets []swe
 		switch {
 		case r.Err == nil && len(r.Result.Versions) == 0:
 			// Not answered: the batch as a whole failed before this lane.
+			// Its append and the ones after it may have been written all
+			// the same: those lanes are read again when next used.
+			for _, rest := range batch[i:] {
+				h.cache.drop(rest.stream)
+			}
 			if batchErr == nil {
 				batchErr = fmt.Errorf("lane %s not answered", t.key)
 			}
@@ -164,6 +179,7 @@ func (h *Handler) decideBatch(ctx context.Context, command string, targets []swe
 			})
 			outcomes[p.target] = sweepOutcome{events: res.Events, err: err}
 		case r.Err != nil:
+			h.cache.drop(stream)
 			outcomes[p.target].err = fmt.Errorf("%s %s: %w", command, t.key, r.Err)
 		case r.Result.Duplicate:
 			// A retried batch: this lane's decision is already stored.

@@ -2,6 +2,7 @@ package commands_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -200,5 +201,42 @@ func TestSweep_OneUnreadableLaneFailsAlone(t *testing.T) {
 		if _, ok := envs[len(envs)-1].Event.(events.ResumeMarked); !ok {
 			t.Fatalf("lane %s ends with %s, want its resume mark", k, envs[len(envs)-1].Type)
 		}
+	}
+}
+
+// lostBatchAnswers writes every batch and then answers each lane with an
+// error, as a store whose answer is lost after the commit would.
+type lostBatchAnswers struct{ *sqlite.Store }
+
+func (l lostBatchAnswers) AppendBatch(ctx context.Context, a iter.Seq[events.StreamAppend]) ([]events.BatchResult, error) {
+	out, err := l.Store.AppendBatch(ctx, a)
+	for i := range out {
+		out[i] = events.BatchResult{Err: errors.New("answer lost after the commit")}
+	}
+	return out, err
+}
+
+// TestSweep_FailedBatchDropsItsLanes: given a handler that is its store's
+// only writer and has the lanes cached, when a restart sweep's batch is
+// written but answered with errors, then the next command on a lane reads
+// it again: clearing the mark the sweep wrote clears it, where the lane
+// cached before the sweep would have had nothing to clear.
+func TestSweep_FailedBatchDropsItsLanes(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, idleConfig())
+	h := commands.NewHandler(lostBatchAnswers{f.store}, idleConfig(), commands.WithClock(f.clock.Now),
+		commands.WithDirectory(testfixtures.StoreDirectory{Store: f.store}), commands.WithSoleWriter())
+	if _, err := h.ResolveSession(ctx, commands.ResolveSession{Source: alice}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.SuspendRecentlyActive(ctx, commands.SuspendRecentlyActive{MaxAge: time.Hour}); err == nil {
+		t.Fatal("the sweep answered no error")
+	}
+	if n := countType[events.ResumeMarked](f.history(t, aliceKey)); n != 1 {
+		t.Fatalf("the log holds %d resume marks, want the sweep's one", n)
+	}
+	_, cleared, err := h.ClearResumePending(ctx, commands.ClearResumePending{Key: aliceKey})
+	if err != nil || !cleared {
+		t.Fatalf("ClearResumePending = cleared %v, %v; want the sweep's mark cleared (the handler decided on the lane before the sweep)", cleared, err)
 	}
 }

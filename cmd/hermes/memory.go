@@ -84,8 +84,10 @@ func followLiveHeap(ctx context.Context, gcPercent int, log *slog.Logger, set fu
 				log.Warn("memory: the Go runtime does not report the live heap; soft memory limit left off")
 				return
 			}
-			set(followingLimit(sample[0].Value.Uint64(), gcPercent))
+			// Armed before the limit is set, so that the collection a
+			// reader of the limit may start at once is seen too.
 			arm()
+			set(followingLimit(sample[0].Value.Uint64(), gcPercent))
 		}, struct{}{})
 	}
 	arm()

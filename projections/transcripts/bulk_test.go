@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
 
@@ -212,7 +213,11 @@ func TestBulkLoadInterruptedAfterCopyingPasses(t *testing.T) {
 	applyBatches(t, p, envs, 200)
 	// The builders index what the commits offered them; copy their
 	// passes once they are between two.
+	deadline := time.Now().Add(2 * time.Minute)
 	for copiedSegments(t, p) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no builder pass was copied into state.db in 2 minutes (a scratch file marked rewritten is never copied before the end)")
+		}
 		if err := p.copyBuilt(ctx); err != nil {
 			t.Fatalf("copyBuilt: %v", err)
 		}

@@ -90,6 +90,8 @@ func (s *Store) AppendBatch(ctx context.Context, appends iter.Seq[events.StreamA
 		return nil
 	}
 	parts, stop, wait := readAhead(appends)
+	// A panic below must not leave the reading goroutine blocked.
+	defer stop()
 read:
 	for part := range parts {
 		for _, a := range part {
@@ -152,6 +154,11 @@ func readAhead(appends iter.Seq[events.StreamAppend]) (parts <-chan []events.Str
 		defer close(ch)
 		part := make([]events.StreamAppend, 0, batchChunk)
 		for a := range appends {
+			select {
+			case <-stopped:
+				return // a writer error or a cancelled context: decide no more
+			default:
+			}
 			if part = append(part, a); len(part) == batchChunk {
 				select {
 				case ch <- part:
