@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"hermes/commands"
 )
 
 // Config is hermes' effective configuration. The yaml key of each field is
@@ -297,7 +299,7 @@ func Default() Config {
 		Node:     Node{Lease: 60 * time.Second},
 		Gateway:  Gateway{BusyInputMode: "interrupt", QueueMaxItems: 32, QueueTTL: 24 * time.Hour},
 		Storage:  Storage{BrokenRetention: 7 * 24 * time.Hour},
-		Memory:   Memory{GCPercent: 100, CachedLanes: 200_000},
+		Memory:   Memory{GCPercent: 100, CachedLanes: commands.DefaultCachedLanes},
 		Backup:   Backup{Keep: 7},
 	}
 }
