@@ -16,13 +16,19 @@ func exists(path string) bool {
 	return err == nil
 }
 
-// waitDraining waits until /readyz reports the drain.
+// waitDraining waits until /readyz reports the drain and the drain has
+// logged the open turns it found. /readyz says "draining" as soon as new
+// turns are refused, a moment before the drain looks for the open ones: a
+// turn completed in between is never open to the drain, so a test that
+// completes one waits for the look.
 func (s *server) waitDraining() {
 	s.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		var body map[string]string
-		if status, err := s.request("GET", "/readyz", nil, &body); err == nil && status == http.StatusServiceUnavailable && body["status"] == "draining" {
+		status, err := s.request("GET", "/readyz", nil, &body)
+		if err == nil && status == http.StatusServiceUnavailable && body["status"] == "draining" &&
+			strings.Contains(s.stderr.String(), `msg="draining: no new turns`) {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
