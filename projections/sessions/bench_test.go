@@ -79,3 +79,48 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkExportSessionsJSON measures one rewrite of sessions.json at
+// 100,000 lanes (the exporter's cost under make bench's resolve load).
+// cpu-ms/export is the process's CPU time per rewrite.
+func BenchmarkExportSessionsJSON(b *testing.B) {
+	const lanes = 100_000
+	ctx := context.Background()
+	dir := b.TempDir()
+	p, err := sessions.Open(filepath.Join(dir, "lanes.db"), sessions.Exports{SessionsJSON: filepath.Join(dir, "sessions.json"), MinInterval: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	var pos uint64
+	var batch []events.Envelope
+	for i := range lanes {
+		key := fmt.Sprintf("agent:main:telegram:dm:%d", 1_000_000+i)
+		decided, err := domain.Lane{}.Resolve(domain.ResolveRequest{Source: src(fmt.Sprint(1_000_000 + i)), SessionKey: key, Entropy: fmt.Sprintf("%08x", i)}, t0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for v, e := range decided {
+			pos++
+			batch = append(batch, events.Envelope{Stream: events.LaneStream(key), Version: uint64(v + 1), Position: pos, Event: e, Type: e.EventType()})
+		}
+		if len(batch) >= 1000 || i == lanes-1 {
+			if err := p.Apply(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	for range b.N {
+		if err := p.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(b.N), "cpu-ms/export")
+}

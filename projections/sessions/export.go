@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"hermes/domain"
-	"hermes/events"
 )
 
 // SessionsJSONReadme is the sentinel Hermes writes first in sessions.json so
@@ -30,12 +29,14 @@ func (p *Projection) requestExport() {
 
 // exportDutyCycle bounds the share of time spent writing sessions.json: a
 // rewrite of every lane costs O(lanes), so after an export that took d the
-// next one waits at least exportDutyCycle·d (and MinInterval).
-const exportDutyCycle = 10
+// next one waits at least exportDutyCycle·d (and MinInterval). At 100,000
+// lanes a rewrite takes about half a second, so under steady changes the
+// file is at most about ten seconds behind.
+const exportDutyCycle = 20
 
 // exporter writes the compatibility files after batches that changed them,
 // at most once per MinInterval for sessions.json, and never busier than one
-// tenth of the time.
+// twentieth of the time.
 func (p *Projection) exporter() {
 	defer close(p.exporterDone)
 	var last time.Time
@@ -99,30 +100,36 @@ func (p *Projection) Flush(ctx context.Context) error {
 // lanes costs kilobytes of memory, not the size of the file several times
 // over (it runs after every second of changes).
 func (p *Projection) writeSessionsJSON(ctx context.Context) error {
-	rows, err := p.db.QueryContext(ctx, `SELECT `+laneColumns+` FROM lanes WHERE pruned = 0 ORDER BY session_key`)
+	rows, err := p.db.QueryContext(ctx, `SELECT `+exportColumns+` FROM lanes WHERE pruned = 0 ORDER BY session_key`)
 	if err != nil {
 		return fmt.Errorf("export sessions.json: %w", err)
 	}
 	defer rows.Close()
-	key, entry := newNoEscapeEncoder(""), newNoEscapeEncoder("  ")
+	fallback := newNoEscapeEncoder()
+	var lane exportLane
+	var buf []byte
 	return writeFileAtomic(p.exports.SessionsJSON, ".sessions_*.tmp", func(w *bufio.Writer) error {
-		w.WriteString("{\n  \"_README\": ")
-		if err := key.encode(w, SessionsJSONReadme); err != nil {
+		buf = append(buf[:0], "{\n  \"_README\": "...)
+		buf, err = appendString(buf, SessionsJSONReadme, fallback)
+		if err != nil {
 			return fmt.Errorf("export sessions.json: %w", err)
 		}
 		for rows.Next() {
-			r, err := scanLane(rows)
-			if err != nil {
+			if err := scanExportLane(rows, &lane); err != nil {
 				return fmt.Errorf("export sessions.json: %w", err)
 			}
-			w.WriteString(",\n  ")
-			if err := key.encode(w, r.Lane.SessionKey); err != nil {
+			buf = append(buf, ",\n  "...)
+			if buf, err = appendString(buf, lane.lane.SessionKey, fallback); err != nil {
 				return fmt.Errorf("export sessions.json: %w", err)
 			}
-			w.WriteString(": ")
-			if err := entry.encode(w, hermesEntry(r.Lane, p.exports.Location)); err != nil {
-				return fmt.Errorf("export sessions.json: lane %q: %w", r.Lane.SessionKey, err)
+			buf = append(buf, ": "...)
+			if buf, err = appendEntry(buf, &lane, p.exports.Location, fallback); err != nil {
+				return fmt.Errorf("export sessions.json: lane %q: %w", lane.lane.SessionKey, err)
 			}
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+			buf = buf[:0]
 		}
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("export sessions.json: %w", err)
@@ -132,26 +139,23 @@ func (p *Projection) writeSessionsJSON(ctx context.Context) error {
 		if err := rows.Close(); err != nil {
 			return fmt.Errorf("export sessions.json: %w", err)
 		}
-		_, err := w.WriteString("\n}\n")
+		buf = append(buf, "\n}\n"...)
+		_, err := w.Write(buf)
 		return err
 	})
 }
 
 // noEscapeEncoder encodes values as Python's json.dump does: no HTML
-// escaping of <, > and &, indented by two spaces under prefix when prefix
-// is set. It reuses its buffer from one value to the next.
+// escaping of <, > and &. It reuses its buffer from one value to the next.
 type noEscapeEncoder struct {
 	buf bytes.Buffer
 	enc *json.Encoder
 }
 
-func newNoEscapeEncoder(prefix string) *noEscapeEncoder {
+func newNoEscapeEncoder() *noEscapeEncoder {
 	e := &noEscapeEncoder{}
 	e.enc = json.NewEncoder(&e.buf)
 	e.enc.SetEscapeHTML(false)
-	if prefix != "" {
-		e.enc.SetIndent(prefix, "  ")
-	}
 	return e
 }
 
@@ -165,73 +169,6 @@ func (e *noEscapeEncoder) encode(w io.Writer, v any) error {
 	return err
 }
 
-// entry is a SessionEntry in Hermes' to_dict shape (field order as Hermes
-// writes it), with naive local ISO-8601 times.
-type entry struct {
-	SessionKey         string         `json:"session_key"`
-	SessionID          string         `json:"session_id"`
-	CreatedAt          string         `json:"created_at"`
-	UpdatedAt          string         `json:"updated_at"`
-	DisplayName        *string        `json:"display_name"`
-	Platform           *string        `json:"platform"`
-	ChatType           string         `json:"chat_type"`
-	InputTokens        int64          `json:"input_tokens"`
-	OutputTokens       int64          `json:"output_tokens"`
-	CacheReadTokens    int64          `json:"cache_read_tokens"`
-	CacheWriteTokens   int64          `json:"cache_write_tokens"`
-	TotalTokens        int64          `json:"total_tokens"`
-	LastPromptTokens   int64          `json:"last_prompt_tokens"`
-	EstimatedCostUSD   float64        `json:"estimated_cost_usd"`
-	CostStatus         string         `json:"cost_status"`
-	MemoryFlushed      bool           `json:"memory_flushed"`
-	ExpiryFinalized    bool           `json:"expiry_finalized"`
-	Suspended          bool           `json:"suspended"`
-	ResumePending      bool           `json:"resume_pending"`
-	ResumeReason       *string        `json:"resume_reason"`
-	LastResumeMarkedAt *string        `json:"last_resume_marked_at"`
-	IsFreshReset       bool           `json:"is_fresh_reset"`
-	WasAutoReset       bool           `json:"was_auto_reset"`
-	AutoResetReason    *string        `json:"auto_reset_reason"`
-	ResetHadActivity   bool           `json:"reset_had_activity"`
-	Origin             *events.Source `json:"origin"`
-}
-
-func hermesEntry(l domain.Lane, loc *time.Location) entry {
-	origin := events.Source(l.Origin)
-	e := entry{
-		SessionKey:       l.SessionKey,
-		SessionID:        l.SessionID,
-		CreatedAt:        PythonISO(l.CreatedAt, loc),
-		UpdatedAt:        PythonISO(l.UpdatedAt, loc),
-		DisplayName:      optional(l.DisplayName),
-		Platform:         optional(l.Platform),
-		ChatType:         l.ChatType,
-		InputTokens:      l.InputTokens,
-		OutputTokens:     l.OutputTokens,
-		CacheReadTokens:  l.CacheReadTokens,
-		CacheWriteTokens: l.CacheWriteTokens,
-		TotalTokens:      l.TotalTokens,
-		LastPromptTokens: l.LastPromptTokens,
-		EstimatedCostUSD: finiteCost(l.EstimatedCostUSD),
-		CostStatus:       l.CostStatus,
-		MemoryFlushed:    l.ExpiryFinalized,
-		ExpiryFinalized:  l.ExpiryFinalized,
-		Suspended:        l.Suspended,
-		ResumePending:    l.ResumePending,
-		ResumeReason:     optional(l.ResumeReason),
-		IsFreshReset:     l.IsFreshReset,
-		WasAutoReset:     l.WasAutoReset,
-		AutoResetReason:  optional(l.AutoResetReason),
-		ResetHadActivity: l.ResetHadActivity,
-		Origin:           &origin,
-	}
-	if !l.LastResumeMarkedAt.IsZero() {
-		s := PythonISO(l.LastResumeMarkedAt, loc)
-		e.LastResumeMarkedAt = &s
-	}
-	return e
-}
-
 // finiteCost is c bounded to [0, domain.MaxCostUSD], NaN as 0: the lane
 // fold never makes a cost sum leave that range, but a JSON file must not
 // fail on a row that did (JSON has no NaN or infinity).
@@ -240,13 +177,6 @@ func finiteCost(c float64) float64 {
 		return 0
 	}
 	return min(c, domain.MaxCostUSD)
-}
-
-func optional(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }
 
 // PythonISO formats t as Python's naive datetime.isoformat() in loc:
