@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"hermes/projections/migrate"
@@ -57,6 +58,20 @@ func TestOpen_lanesDBBeforeMigrations(t *testing.T) {
 	last := len(migrations)
 	if v := userVersion(t, db); v != last {
 		t.Errorf("user_version = %d, want %d", v, last)
+	}
+	var indexes []string
+	rows, err := db.Query("SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'lanes' AND sql IS NOT NULL ORDER BY name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name string
+		rows.Scan(&name)
+		indexes = append(indexes, name)
+	}
+	rows.Close()
+	if got := strings.Join(indexes, ","); got != "lanes_live,lanes_session_id" {
+		t.Errorf("lanes indexes after the migrations = %s, want lanes_live,lanes_session_id (step 4 drops lanes_updated_at)", got)
 	}
 
 	ran := 0
