@@ -301,11 +301,12 @@ func (j *batchJob) commit(w *writer) {
 		j.failTx(storage.Classify(err))
 		return
 	}
+	w.collect(j.tx)
 	for _, r := range j.tx {
 		r.answered = true
 	}
 	j.tx, j.txBytes = nil, 0
-	w.onCommit()
+	w.publish()
 }
 
 // failTx answers the requests of the transaction just undone with err.

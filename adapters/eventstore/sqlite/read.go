@@ -193,17 +193,12 @@ func scan(rows *sql.Rows, limit int) ([]events.Envelope, error) {
 // (when skip > 0) and saying whether there was one.
 func scanAfter(rows *sql.Rows, limit int, skip uint64) ([]events.Envelope, bool, error) {
 	defer rows.Close()
-	type stored struct {
-		position, version, recordedAt int64
-		stream, id, typ               string
-		data, meta                    []byte
-	}
-	var raw []stored
+	var raw []eventRow
 	if limit <= 64 {
-		raw = make([]stored, 0, limit)
+		raw = make([]eventRow, 0, limit)
 	}
 	for rows.Next() {
-		var st stored
+		var st eventRow
 		if err := rows.Scan(&st.position, &st.stream, &st.version, &st.id, &st.typ, &st.data, &st.meta, &st.recordedAt); err != nil {
 			return nil, false, err
 		}
@@ -219,15 +214,32 @@ func scanAfter(rows *sql.Rows, limit int, skip uint64) ([]events.Envelope, bool,
 	if found {
 		raw = raw[1:]
 	}
-	envs := make([]events.Envelope, len(raw))
-	for i, st := range raw {
+	envs, err := decodeRows(raw)
+	if err != nil {
+		return nil, false, err
+	}
+	return envs, found, nil
+}
+
+// eventRow is an event row as the events table holds it.
+type eventRow struct {
+	position, version, recordedAt int64
+	stream, id, typ               string
+	data, meta                    []byte
+}
+
+// decodeRows decodes rows read from the file or taken from the committed
+// tail: the same code for both, so a subscriber cannot tell them apart.
+func decodeRows(rows []eventRow) ([]events.Envelope, error) {
+	envs := make([]events.Envelope, len(rows))
+	for i, st := range rows {
 		e, err := events.Decode(st.typ, st.data)
 		if err != nil {
-			return nil, false, fmt.Errorf("position %d: %w", st.position, err)
+			return nil, fmt.Errorf("position %d: %w", st.position, err)
 		}
 		md, err := events.DecodeMetadata(st.meta)
 		if err != nil {
-			return nil, false, fmt.Errorf("position %d: decode metadata: %w", st.position, err)
+			return nil, fmt.Errorf("position %d: decode metadata: %w", st.position, err)
 		}
 		envs[i] = events.Envelope{
 			Stream:     st.stream,
@@ -240,5 +252,5 @@ func scanAfter(rows *sql.Rows, limit int, skip uint64) ([]events.Envelope, bool,
 			Event:      e,
 		}
 	}
-	return envs, found, nil
+	return envs, nil
 }

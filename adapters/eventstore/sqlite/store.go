@@ -109,6 +109,8 @@ type Store struct {
 	snapshotRead lazyStatement
 	w            *writer // nil when read-only
 	commits      broadcast
+	// tail holds the rows of the writer's last commits (tail.go).
+	tail committedTail
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -145,7 +147,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	s := &Store{path: abs, cfg: cfg, closing: make(chan struct{})}
 	s.commits.init()
 	if !cfg.readOnly {
-		s.w, err = openWriter(abs, cfg, s.commits.notify, s.closing)
+		s.w, err = openWriter(abs, cfg, &s.tail, s.commits.notify, s.closing)
 		if err != nil {
 			return nil, openError(abs, err)
 		}

@@ -76,7 +76,7 @@ func (sub *subscription) run(ctx context.Context, after uint64) error {
 		// Taken before the read: a commit after the read closes this
 		// channel, so the wait below cannot miss it.
 		committed := s.commits.wait()
-		batch, err := s.readAll(ctx, after, subscriptionBatch)
+		batch, behind, err := s.readNext(ctx, after)
 		if err != nil {
 			if ctx.Err() != nil || s.closed() {
 				return nil
@@ -93,7 +93,7 @@ func (sub *subscription) run(ctx context.Context, after uint64) error {
 				return nil
 			}
 		}
-		if len(batch) == subscriptionBatch {
+		if behind {
 			continue
 		}
 		select {
@@ -105,4 +105,16 @@ func (sub *subscription) run(ctx context.Context, after uint64) error {
 			return nil
 		}
 	}
+}
+
+// readNext returns the next events after position after: from the
+// committed tail when it holds them, from the file otherwise. behind says
+// more may follow at once (a full read, or tail rows past a gap).
+func (s *Store) readNext(ctx context.Context, after uint64) (batch []events.Envelope, behind bool, err error) {
+	if rows, more := s.tail.after(after, subscriptionBatch); len(rows) > 0 {
+		batch, err = decodeRows(rows)
+		return batch, more || len(batch) == subscriptionBatch, err
+	}
+	batch, err = s.readAll(ctx, after, subscriptionBatch)
+	return batch, len(batch) == subscriptionBatch, err
 }

@@ -1,10 +1,12 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -74,9 +76,13 @@ type reply struct {
 // writer owns the single write connection. Only its goroutine touches the
 // connection, the statements and the caches, so none of them needs a lock.
 type writer struct {
-	db       *sql.DB
-	conn     *sql.Conn
-	clock    func() time.Time
+	db    *sql.DB
+	conn  *sql.Conn
+	clock func() time.Time
+	// tail receives the rows of every commit before onCommit wakes the
+	// subscriptions; tailRows is its scratch.
+	tail     *committedTail
+	tailRows []tailRow
 	onCommit func()
 	// migrations are the schema steps init applies.
 	migrations []migrate.Step
@@ -293,9 +299,49 @@ func (w *writer) commit(batch []*request) {
 		}
 		return
 	}
+	w.collect(live)
 	for _, r := range live {
 		r.reply <- reply{res: r.res, err: r.err}
 	}
 	w.answered = len(live)
+	w.publish()
+}
+
+// collect gathers the rows reqs committed for the tail, before their
+// appenders have their answer (and the results' slices). A commit that
+// erased events clears the tail at once, before anyone hears of the
+// erasure: the rows it rewrote may be there.
+func (w *writer) collect(reqs []*request) {
+	rows := w.tailRows[:0]
+	clearTail := false
+	for _, r := range reqs {
+		if r.err != nil || r.res.Duplicate {
+			continue
+		}
+		if r.erases {
+			clearTail = true
+			break
+		}
+		for i, row := range r.rows {
+			rows = append(rows, tailRow{position: int64(r.res.Positions[i]), version: int64(r.res.Versions[i]),
+				recordedAt: w.txNow, stream: r.stream, id: row.id, typ: row.typ, data: row.data, meta: row.meta})
+		}
+	}
+	// Rows are inserted in request order, so they are always sorted; if
+	// not, the subscriptions read the file.
+	if clearTail || !slices.IsSortedFunc(rows, func(a, b tailRow) int { return cmp.Compare(a.position, b.position) }) {
+		w.tail.clear()
+		clear(rows)
+		rows = rows[:0]
+	}
+	w.tailRows = rows
+}
+
+// publish hands the collected rows to the tail and wakes the
+// subscriptions.
+func (w *writer) publish() {
+	w.tail.push(w.tailRows)
+	clear(w.tailRows)
+	w.tailRows = w.tailRows[:0]
 	w.onCommit()
 }
