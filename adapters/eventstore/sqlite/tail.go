@@ -16,8 +16,8 @@ import (
 // Bounds of the committed tail: a subscription further behind reads the
 // file, as it always could.
 const (
-	tailMaxRows  = 4096
-	tailMaxBytes = 4 << 20
+	tailMaxRows  = 1024
+	tailMaxBytes = 1 << 20
 )
 
 // tailRow is a committed row as the writer inserted it.
