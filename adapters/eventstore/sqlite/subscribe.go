@@ -18,9 +18,9 @@ const subscriptionBatch = 256
 // and live are the same loop: from the rows this Store's writer just
 // committed when it holds them (tail.go), from the database otherwise.
 // Once caught up it waits for a commit of this Store or the poll interval
-// (appends of other processes). It reads only as fast as the consumer drains Events, so a slow
-// consumer falls behind without slowing appends. It ends on ctx, on its
-// Close, or on the store's Close.
+// (appends of other processes). It reads only as fast as the consumer
+// drains Events, so a slow consumer falls behind without slowing appends.
+// It ends on ctx, on its Close, or on the store's Close.
 func (s *Store) Subscribe(ctx context.Context, after uint64) (events.Subscription, error) {
 	if s.closed() {
 		return nil, fmt.Errorf("subscribe: %w", ErrClosed)
