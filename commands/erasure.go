@@ -241,6 +241,7 @@ func (h *Handler) eraseTranscriptOf(ctx context.Context, sessionID string, req e
 	} else if err != nil {
 		return 0, false, fmt.Errorf("forget: read %s: %w", stream, err)
 	}
+	h.sessions.deleted(sessionID)
 	now := h.now()
 	res, err := h.appendTo(ctx, stream, commandID, "erase_transcript",
 		events.TranscriptDeleted{SessionID: sessionID, Reason: DeleteErased, At: now},

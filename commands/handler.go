@@ -40,6 +40,9 @@ type Handler struct {
 	// soleWriter: no other process appends to this store's lane streams
 	// (WithSoleWriter), so the cache is the lane as the log has it.
 	soleWriter bool
+	// sessions remembers the transcript sessions known to exist (sole
+	// writer only).
+	sessions sessionMemo
 }
 
 // Option configures a Handler.
@@ -74,12 +77,13 @@ func WithCachedLanes(n int) Option {
 	}
 }
 
-// WithSoleWriter says that no other process appends to the store's lane
-// streams while the handler runs (hermes serve on the embedded store, under
-// the home's gateway lock): a command that decides to append nothing rests
-// on the cached lane instead of reading the stream again to see whether
-// another writer moved it. Appends are checked against the stream's
-// version either way.
+// WithSoleWriter says that no other process appends to the store while
+// the handler runs (hermes serve on the embedded store, under the home's
+// gateway lock): a command that decides to append nothing rests on the
+// cached lane instead of reading the stream again to see whether another
+// writer moved it, and a transcript session seen to exist is not looked up
+// again until this handler deletes it (sessionmemo.go). Appends are
+// checked against the stream's version either way.
 func WithSoleWriter() Option { return func(h *Handler) { h.soleWriter = true } }
 
 // WithDirectory sets the lane directory used by the sweeping commands.

@@ -113,12 +113,18 @@ func (t *TranscriptCommands) existing(ctx context.Context, sessionID string) err
 	if err := domain.ValidateSessionID(sessionID); err != nil {
 		return err
 	}
+	if t.h.soleWriter && t.h.sessions.exists(sessionID) {
+		return nil
+	}
 	ok, err := t.index.SessionExists(ctx, sessionID)
 	if err != nil {
 		return fmt.Errorf("session %s: %w", sessionID, err)
 	}
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrSessionNotFound, sessionID)
+	}
+	if t.h.soleWriter {
+		t.h.sessions.found(sessionID)
 	}
 	return nil
 }
@@ -420,6 +426,7 @@ func (t *TranscriptCommands) DeleteSession(ctx context.Context, c DeleteSession)
 			why = events.ErasurePruned
 		}
 	}
+	t.h.sessions.deleted(c.SessionID)
 	now := t.h.now()
 	res, err := t.append(ctx, c.SessionID, "delete_session", c.CommandID,
 		events.TranscriptDeleted{SessionID: c.SessionID, Reason: c.Reason, At: now},

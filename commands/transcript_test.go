@@ -69,3 +69,74 @@ func TestUpdateMetadata_Totals(t *testing.T) {
 		})
 	}
 }
+
+// countingIndex answers SessionExists from exists and counts the calls.
+type countingIndex struct {
+	totalsIndex
+	exists map[string]bool
+	asked  int
+}
+
+func (x *countingIndex) SessionExists(_ context.Context, id string) (bool, error) {
+	x.asked++
+	return x.exists[id], nil
+}
+
+// Given a session the read model has, when messages are appended to it,
+// then a sole writer asks the read model once and any other handler every
+// time; once the session is deleted, the sole writer asks again and takes
+// the read model's answer, even one that does not show the delete yet.
+func TestAppendMessage_SessionExistsAskedOnceBySoleWriter(t *testing.T) {
+	const sid = "20260509_100000_aaaaaaaa"
+	msg := events.Message{Role: "user"}
+	for _, tc := range []struct {
+		name       string
+		soleWriter bool
+		wantAsked  int
+	}{
+		{"sole writer", true, 1},
+		{"one writer among several", false, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store, err := sqlite.Open(filepath.Join(t.TempDir(), "events.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { store.Close() })
+			opts := []commands.Option{commands.WithClock(func() time.Time { return t0 })}
+			if tc.soleWriter {
+				opts = append(opts, commands.WithSoleWriter())
+			}
+			index := &countingIndex{exists: map[string]bool{sid: true}}
+			tcmd := commands.NewHandler(store, commands.DefaultConfig(), opts...).Transcripts(index)
+			ctx := context.Background()
+			for range 3 {
+				if _, err := tcmd.AppendMessage(ctx, commands.AppendMessage{SessionID: sid, Message: msg}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if index.asked != tc.wantAsked {
+				t.Fatalf("three appends asked the read model %d times, want %d", index.asked, tc.wantAsked)
+			}
+			// Deleted: the read model is asked again, and while it still
+			// shows the session (it has not applied the delete), that
+			// answer is not remembered.
+			if _, err := tcmd.DeleteSession(ctx, commands.DeleteSession{SessionID: sid, Reason: events.DeleteRequested}); err != nil {
+				t.Fatal(err)
+			}
+			index.asked = 0
+			for range 2 {
+				if _, err := tcmd.AppendMessage(ctx, commands.AppendMessage{SessionID: sid, Message: msg}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if index.asked != 2 {
+				t.Fatalf("two appends after the delete asked the read model %d times, want 2", index.asked)
+			}
+			index.exists[sid] = false
+			if _, err := tcmd.AppendMessage(ctx, commands.AppendMessage{SessionID: sid, Message: msg}); !errors.Is(err, commands.ErrSessionNotFound) {
+				t.Fatalf("append once the read model applied the delete = %v, want ErrSessionNotFound", err)
+			}
+		})
+	}
+}
