@@ -3,7 +3,9 @@ package transcripts
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -388,5 +390,43 @@ func TestLargeBatchMapsEveryAppend(t *testing.T) {
 	}
 	if len(byID) != 1499 || byID[prev] != "message 2999" {
 		t.Errorf("%d rows kept, last %q, want 1499 ending with message 2999", len(byID), byID[prev])
+	}
+}
+
+// TestBatchAppliedAgainAfterFailure: the stream versions and session rows
+// the live path holds between batches are dropped with a batch that rolls
+// back, so the batch applied again writes everything it holds.
+func TestBatchAppliedAgainAfterFailure(t *testing.T) {
+	h := newHistory()
+	// given: a lane, its session and a message, committed.
+	first := h.lane(lane, created(lane, "s1", at(0)))
+	first = append(first, h.tr("s1", appended("s1", text("user", "hello"), at(1)))...)
+	// second batch: more for s1, and a session named only by its messages.
+	big := strings.Repeat("padding that fills pages ", 80)
+	var second []events.Envelope
+	for i := range 300 {
+		second = append(second, h.tr("s1", appended("s1", text("user", fmt.Sprintf("s1 %d %s", i, big)), at(2)))...)
+		second = append(second, h.tr("s2", appended("s2", text("user", fmt.Sprintf("s2 %d %s", i, big)), at(2)))...)
+	}
+
+	p := openTemp(t)
+	mustApply(t, p, first)
+	var pages int64
+	queryRow(t, p, "PRAGMA page_count", nil, &pages)
+	// when: the second batch fails (the file may not grow), then is
+	// applied again once it may.
+	p.SetMaxPageCount(pages)
+	if err := p.Apply(context.Background(), second); !errors.Is(err, events.ErrStorageFull) {
+		t.Fatalf("Apply() with a full file = %v, want ErrStorageFull", err)
+	}
+	p.SetMaxPageCount(0)
+	mustApply(t, p, second)
+
+	// then: the file is the one a projection that never failed writes.
+	want := openTemp(t)
+	mustApply(t, want, first)
+	mustApply(t, want, second)
+	if diff := cmp.Diff(dumpOf(t, want.Reader), dumpOf(t, p.Reader)); diff != "" {
+		t.Errorf("dump after a failed batch applied again (-want +got):\n%s", diff)
 	}
 }
