@@ -348,3 +348,14 @@ func TestQueriesWhileApplying(t *testing.T) {
 		t.Fatalf("Messages() = %d rows, %v, want 400", len(msgs), err)
 	}
 }
+
+// TestWriterCheckpointsEveryWalCheckpointPages: the writer lets the WAL
+// grow to walCheckpointPages before it checkpoints, not SQLite's 1,000.
+func TestWriterCheckpointsEveryWalCheckpointPages(t *testing.T) {
+	p := openTemp(t)
+	var pages int
+	queryRow(t, p, "PRAGMA wal_autocheckpoint", nil, &pages)
+	if pages != walCheckpointPages {
+		t.Errorf("PRAGMA wal_autocheckpoint = %d, want %d", pages, walCheckpointPages)
+	}
+}
