@@ -430,3 +430,38 @@ func TestBatchAppliedAgainAfterFailure(t *testing.T) {
 		t.Errorf("dump after a failed batch applied again (-want +got):\n%s", diff)
 	}
 }
+
+// TestSessionEventsLeaveGatheredMessagesPending: events that change
+// session rows only (lane, title, metadata, end and reopen events) do not
+// have the messages appended before them in the batch inserted first, so
+// the batch writes one FTS5 segment per index, however they interleave.
+func TestSessionEventsLeaveGatheredMessagesPending(t *testing.T) {
+	// given: a batch where every message is followed by session events
+	h := newHistory()
+	h.lane(lane, created(lane, "s1", at(0)))
+	for i := range 8 {
+		h.tr("s1", appended("s1", text("user", fmt.Sprintf("message %d", i)), at(i)))
+		h.tr("s1", events.SessionMetadataUpdated{SessionID: "s1", InputTokens: 10, APICallCount: 1, At: at(i)})
+		h.tr("s1", events.TitleSet{SessionID: "s1", Title: fmt.Sprintf("title %d", i), At: at(i)})
+		h.tr("s1", events.TranscriptEnded{SessionID: "s1", Reason: "user_exit", At: at(i)})
+		h.tr("s1", events.TranscriptReopened{SessionID: "s1", At: at(i)})
+	}
+	h.lane(lane, events.SessionReset{SessionID: "s2", PreviousSessionID: "s1", At: at(9)})
+
+	// when: it is applied
+	p := openTemp(t)
+	mustApply(t, p, h.all)
+
+	// then: each FTS index got one segment, holding every message
+	for _, table := range []string{"messages_fts", "messages_fts_trigram"} {
+		var segments int
+		queryRow(t, p, "SELECT count(DISTINCT segid) FROM "+table+"_idx", nil, &segments)
+		if segments != 1 {
+			t.Errorf("%s has %d segments after one batch, want 1", table, segments)
+		}
+	}
+	s := mustSession(t, p.Reader, "s1")
+	if s.MessageCount != 8 || s.InputTokens != 80 {
+		t.Errorf("s1 message_count, input_tokens = %d, %d; want 8, 80", s.MessageCount, s.InputTokens)
+	}
+}
