@@ -46,8 +46,6 @@ const (
 const (
 	busyTimeout = 5 * time.Second
 	maxReaders  = 4
-	// walCheckpointPages is the writer's wal_autocheckpoint (see dsn).
-	walCheckpointPages = 10_000
 )
 
 // Errors of this package.
@@ -192,13 +190,6 @@ func dsn(path string, readOnly bool) string {
 		// measured no faster and stayed resident.
 		q.Add("_pragma", "cache_size(-8192)")
 		q.Add("_pragma", "temp_store(MEMORY)")
-		// A checkpoint copies each page once however often the batches
-		// since the last one rewrote it (FTS5 segments and merges, the
-		// tails of the messages indexes): every walCheckpointPages
-		// instead of SQLite's 1,000, the live apply costs 5-8% less CPU
-		// (BenchmarkApplyLive). The WAL grows to ~40 MB between
-		// checkpoints; Purge and Vacuum still truncate it.
-		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walCheckpointPages))
 		q.Set("_txlock", "immediate")
 	}
 	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}

@@ -350,17 +350,6 @@ func TestQueriesWhileApplying(t *testing.T) {
 	}
 }
 
-// TestWriterCheckpointsEveryWalCheckpointPages: the writer lets the WAL
-// grow to walCheckpointPages before it checkpoints, not SQLite's 1,000.
-func TestWriterCheckpointsEveryWalCheckpointPages(t *testing.T) {
-	p := openTemp(t)
-	var pages int
-	queryRow(t, p, "PRAGMA wal_autocheckpoint", nil, &pages)
-	if pages != walCheckpointPages {
-		t.Errorf("PRAGMA wal_autocheckpoint = %d, want %d", pages, walCheckpointPages)
-	}
-}
-
 // TestOnlyTheTrigramIndexMergesMoreAtATime: the trigram index, read by CJK
 // queries only, merges trigramAutomerge segments at a time; the unicode61
 // index, read by every other query, keeps FTS5's default.
