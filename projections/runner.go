@@ -26,11 +26,17 @@ type Runner struct {
 	log     *slog.Logger
 
 	// gather is how long a live batch waits for more events while nobody
-	// waits for the read models (SetGather); waiting counts those who do,
-	// and wake tells the gathering batch that one began.
-	gather  time.Duration
-	waiting atomic.Int32
-	wake    chan struct{}
+	// waits for the read models (SetGather), and quietGather how long
+	// once no read waited during QuietBatches batches in a row (sinceRead
+	// counts them, seenReads is reads at the last batch: follow's
+	// goroutine alone uses both). waiting counts those who wait, reads
+	// every wait begun, and wake tells the gathering batch that one began.
+	gather, quietGather time.Duration
+	sinceRead           int
+	seenReads           uint64
+	waiting             atomic.Int32
+	reads               atomic.Uint64
+	wake                chan struct{}
 
 	mu      sync.Mutex
 	applied map[string]uint64
@@ -60,20 +66,40 @@ func NewRunner(store events.Store, ps ...Projection) *Runner {
 		applied:     make(map[string]uint64, len(ps)),
 		changed:     make(chan struct{}),
 		gather:      DefaultGather,
+		quietGather: DefaultQuietGather,
+		sinceRead:   QuietBatches,
 		wake:        make(chan struct{}, 1),
 	}
 }
 
 // DefaultGather is how long a live batch waits for more events when nobody
-// waits for the read models: appends answered from their assigned message
-// ids (WaitAssigned) then share one read-model transaction, instead of
-// one transaction (and one FTS5 segment per index) each. A read that needs
-// the batch (WaitFor, WaitFresh) has it applied at once.
+// waits for the read models, while reads come (DefaultQuietGather while
+// none do): appends answered from their assigned message ids
+// (WaitAssigned) then share one read-model transaction, instead of one
+// transaction (and one FTS5 segment per index) each. A read that needs the
+// batch (WaitFor, WaitFresh) has it applied at once.
 const DefaultGather = 20 * time.Millisecond
 
-// SetGather replaces the gather window (0: apply each batch as soon as it
-// is received); call it before Run.
-func (r *Runner) SetGather(d time.Duration) { r.gather = max(d, 0) }
+// DefaultQuietGather is the gather window while nobody reads: the read
+// models' transactions then take five times the events, and each event
+// costs less to apply (FTS5 writes one segment per transaction and merges
+// the more often the smaller they are: transcripts.BenchmarkApplyLive).
+// A read that comes then waits for a bigger batch, once: the next
+// QuietBatches batches go back to DefaultGather.
+const DefaultQuietGather = 100 * time.Millisecond
+
+// QuietBatches is how many batches in a row no read cuts short before the
+// runner gathers for the quiet window again.
+const QuietBatches = 50
+
+// SetGather replaces both gather windows with d (0: apply each batch as
+// soon as it is received); call it before Run.
+func (r *Runner) SetGather(d time.Duration) { r.gather, r.quietGather = max(d, 0), max(d, 0) }
+
+// SetQuietGather replaces the gather window while nobody reads (0: apply
+// each batch as soon as it is received); call it after SetGather, before
+// Run.
+func (r *Runner) SetQuietGather(d time.Duration) { r.quietGather = max(d, 0) }
 
 // Backoff is how the runner waits between the attempts to apply a batch
 // that failed for want of space: Min, doubling up to Max. After makes the
@@ -437,9 +463,18 @@ func (r *Runner) follow(ctx context.Context) error {
 			batch = append(batch, env)
 		}
 		batch = fill(batch, received)
-		if len(batch) < MaxBatch && r.gather > 0 && r.waiting.Load() == 0 {
-			batch = r.gatherMore(ctx, batch, received)
+		window := r.gather
+		if r.sinceRead >= QuietBatches {
+			window = r.quietGather
+		}
+		if len(batch) < MaxBatch && window > 0 && r.waiting.Load() == 0 {
+			batch = r.gatherMore(ctx, batch, received, window)
 			batch = fill(batch, received)
+		}
+		if reads := r.reads.Load(); reads != r.seenReads {
+			r.seenReads, r.sinceRead = reads, 0
+		} else {
+			r.sinceRead = min(r.sinceRead+1, QuietBatches)
 		}
 		last := batch[len(batch)-1].Position
 		for i, p := range r.projections {
@@ -523,11 +558,11 @@ func fill(batch []events.Envelope, in <-chan events.Envelope) []events.Envelope 
 	return batch
 }
 
-// gatherMore waits up to the gather window for more events to apply with
-// batch, and stops early when someone waits for the read models (WaitFor,
+// gatherMore waits up to window for more events to apply with batch, and
+// stops early when someone waits for the read models (WaitFor,
 // WaitFresh), the batch is full, the feed ends or ctx is done.
-func (r *Runner) gatherMore(ctx context.Context, batch []events.Envelope, in <-chan events.Envelope) []events.Envelope {
-	timer := time.NewTimer(r.gather)
+func (r *Runner) gatherMore(ctx context.Context, batch []events.Envelope, in <-chan events.Envelope, window time.Duration) []events.Envelope {
+	timer := time.NewTimer(window)
 	defer timer.Stop()
 	for len(batch) < MaxBatch {
 		select {
@@ -553,6 +588,7 @@ func (r *Runner) gatherMore(ctx context.Context, batch []events.Envelope, in <-c
 // batch being gathered is applied now; the returned function ends it.
 func (r *Runner) waitBegins() func() {
 	r.waiting.Add(1)
+	r.reads.Add(1)
 	select {
 	case r.wake <- struct{}{}:
 	default:

@@ -158,3 +158,99 @@ func TestRunnerWithoutGatherAppliesAtOnce(t *testing.T) {
 		t.Fatalf("Run() = %v", err)
 	}
 }
+
+// appliedSignal is a gatherRecorder that also says each batch it applies.
+type appliedSignal struct {
+	gatherRecorder
+	applied chan []uint64
+}
+
+func (r *appliedSignal) Apply(ctx context.Context, batch []events.Envelope) error {
+	if err := r.gatherRecorder.Apply(ctx, batch); err != nil {
+		return err
+	}
+	var ps []uint64
+	for _, env := range batch {
+		ps = append(ps, env.Position)
+	}
+	r.applied <- ps
+	return nil
+}
+
+// TestRunnerGathersLongerWhileNobodyReads: the quiet window holds while no
+// read waits; a read that waits brings back the other window for the next
+// QuietBatches batches, then the quiet one holds again.
+func TestRunnerGathersLongerWhileNobodyReads(t *testing.T) {
+	// Given a runner that applies at once while reads come, and gathers
+	// until a read waits while none do
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "events.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := &appliedSignal{applied: make(chan []uint64, projections.QuietBatches+8)}
+	r := projections.NewRunner(store, p)
+	r.SetGather(0)
+	r.SetQuietGather(time.Hour)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() = %v", err)
+		}
+	}()
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	appendOne := func(i int) uint64 {
+		t.Helper()
+		res, err := store.Append(ctx, "gateway", events.AnyVersion(), []events.Proposed{{ID: string(rune('a' + i)), Event: events.GatewayStarted{PID: i}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.WaitAssigned(wctx, res.LastPosition()); err != nil {
+			t.Fatalf("WaitAssigned(%d) = %v", res.LastPosition(), err)
+		}
+		return res.LastPosition()
+	}
+	applied := func(pos uint64) {
+		t.Helper()
+		select {
+		case got := <-p.applied:
+			if got[len(got)-1] != pos {
+				t.Fatalf("applied %v, want a batch up to %d", got, pos)
+			}
+		case <-wctx.Done():
+			t.Fatalf("position %d not applied: %v", pos, wctx.Err())
+		}
+	}
+
+	// When nobody reads, an event waits in the quiet window
+	first := appendOne(0)
+	if _, batches := p.seen(); len(batches) != 0 {
+		t.Fatalf("applied %v before anyone read, want nothing yet", batches)
+	}
+	// until a read waits for it
+	if err := r.WaitFor(wctx, first); err != nil {
+		t.Fatalf("WaitFor(%d) = %v", first, err)
+	}
+	applied(first)
+
+	// Then the next QuietBatches events are applied one by one without
+	// anyone waiting for them
+	for i := 1; i <= projections.QuietBatches; i++ {
+		applied(appendOne(i))
+	}
+
+	// And after them the quiet window holds again
+	last := appendOne(projections.QuietBatches + 1)
+	if _, batches := p.seen(); len(batches) != projections.QuietBatches+1 {
+		t.Fatalf("%d batches applied, want %d: the event after them waits for a read", len(batches), projections.QuietBatches+1)
+	}
+	if err := r.WaitFor(wctx, last); err != nil {
+		t.Fatalf("WaitFor(%d) = %v", last, err)
+	}
+	applied(last)
+}

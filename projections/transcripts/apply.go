@@ -53,6 +53,7 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 			return
 		}
 		p.bulkTx, p.bulkPending, p.bulkVersions, p.bulkKnown = false, 0, nil, nil
+		p.liveVersions, p.liveKnown = nil, nil
 		p.ids.rolledBack()
 		if _, rbErr := p.stmts.rollback.ExecContext(context.Background()); rbErr != nil {
 			err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
@@ -65,24 +66,7 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
-	// In a bulk load the stream versions are held across batches and
-	// written once per commit.
-	vs := p.bulkVersions
-	if vs == nil {
-		vs = newStreamVersions()
-		if p.bulkTx {
-			p.bulkVersions = vs
-		}
-	}
-	// So are the sessions known to have a row (a bulk load's sessions
-	// get many messages, over many batches).
-	known := p.bulkKnown
-	if known == nil || len(known) > maxHeldVersions {
-		known = make(map[string]bool)
-		if p.bulkTx {
-			p.bulkKnown = known
-		}
-	}
+	vs, known := p.held()
 	a := &applier{ctx: ctx, s: p.stmts, vs: vs, known: known}
 	last := cp
 	for _, env := range batch {
@@ -157,6 +141,40 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 	}
 	return nil
 }
+
+// held returns the stream versions and the sessions known to have a row
+// that the batch starts from. In a bulk load they are held across batches
+// and the versions written once per commit (a bulk load's sessions get
+// many messages, over many batches). Live, they are held across committed
+// batches, so that a lane or session seen in the last few batches costs
+// neither a read of its version nor an INSERT OR IGNORE of its row: the
+// projection is the file's only writer, and a rolled-back batch drops
+// them (apply). Live they are bounded by maxLiveHeld, bulk by
+// maxHeldVersions.
+func (p *Projection) held() (*streamVersions, map[string]bool) {
+	if p.bulkTx {
+		p.liveVersions, p.liveKnown = nil, nil
+		if p.bulkVersions == nil {
+			p.bulkVersions = newStreamVersions()
+		}
+		if p.bulkKnown == nil || len(p.bulkKnown) > maxHeldVersions {
+			p.bulkKnown = make(map[string]bool)
+		}
+		return p.bulkVersions, p.bulkKnown
+	}
+	if p.liveVersions == nil || len(p.liveVersions.versions) > maxLiveHeld {
+		p.liveVersions = newStreamVersions()
+	}
+	if p.liveKnown == nil || len(p.liveKnown) > maxLiveHeld {
+		p.liveKnown = make(map[string]bool)
+	}
+	return p.liveVersions, p.liveKnown
+}
+
+// maxLiveHeld bounds the stream versions and known sessions the live path
+// holds between batches (about 100 bytes each): the lanes active at once
+// on a busy gateway, not every lane of the file.
+const maxLiveHeld = 8192
 
 // numberAfterImport goes on numbering from the file once a
 // messages_imported is applied (or skipped): it kept Hermes' ids where

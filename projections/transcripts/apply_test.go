@@ -3,7 +3,9 @@ package transcripts
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -388,5 +390,78 @@ func TestLargeBatchMapsEveryAppend(t *testing.T) {
 	}
 	if len(byID) != 1499 || byID[prev] != "message 2999" {
 		t.Errorf("%d rows kept, last %q, want 1499 ending with message 2999", len(byID), byID[prev])
+	}
+}
+
+// TestBatchAppliedAgainAfterFailure: the stream versions and session rows
+// the live path holds between batches are dropped with a batch that rolls
+// back, so the batch applied again writes everything it holds.
+func TestBatchAppliedAgainAfterFailure(t *testing.T) {
+	h := newHistory()
+	// given: a lane, its session and a message, committed.
+	first := h.lane(lane, created(lane, "s1", at(0)))
+	first = append(first, h.tr("s1", appended("s1", text("user", "hello"), at(1)))...)
+	// second batch: more for s1, and a session named only by its messages.
+	big := strings.Repeat("padding that fills pages ", 80)
+	var second []events.Envelope
+	for i := range 300 {
+		second = append(second, h.tr("s1", appended("s1", text("user", fmt.Sprintf("s1 %d %s", i, big)), at(2)))...)
+		second = append(second, h.tr("s2", appended("s2", text("user", fmt.Sprintf("s2 %d %s", i, big)), at(2)))...)
+	}
+
+	p := openTemp(t)
+	mustApply(t, p, first)
+	var pages int64
+	queryRow(t, p, "PRAGMA page_count", nil, &pages)
+	// when: the second batch fails (the file may not grow), then is
+	// applied again once it may.
+	p.SetMaxPageCount(pages)
+	if err := p.Apply(context.Background(), second); !errors.Is(err, events.ErrStorageFull) {
+		t.Fatalf("Apply() with a full file = %v, want ErrStorageFull", err)
+	}
+	p.SetMaxPageCount(0)
+	mustApply(t, p, second)
+
+	// then: the file is the one a projection that never failed writes.
+	want := openTemp(t)
+	mustApply(t, want, first)
+	mustApply(t, want, second)
+	if diff := cmp.Diff(dumpOf(t, want.Reader), dumpOf(t, p.Reader)); diff != "" {
+		t.Errorf("dump after a failed batch applied again (-want +got):\n%s", diff)
+	}
+}
+
+// TestSessionEventsLeaveGatheredMessagesPending: events that change
+// session rows only (lane, title, metadata, end and reopen events) do not
+// have the messages appended before them in the batch inserted first, so
+// the batch writes one FTS5 segment per index, however they interleave.
+func TestSessionEventsLeaveGatheredMessagesPending(t *testing.T) {
+	// given: a batch where every message is followed by session events
+	h := newHistory()
+	h.lane(lane, created(lane, "s1", at(0)))
+	for i := range 8 {
+		h.tr("s1", appended("s1", text("user", fmt.Sprintf("message %d", i)), at(i)))
+		h.tr("s1", events.SessionMetadataUpdated{SessionID: "s1", InputTokens: 10, APICallCount: 1, At: at(i)})
+		h.tr("s1", events.TitleSet{SessionID: "s1", Title: fmt.Sprintf("title %d", i), At: at(i)})
+		h.tr("s1", events.TranscriptEnded{SessionID: "s1", Reason: "user_exit", At: at(i)})
+		h.tr("s1", events.TranscriptReopened{SessionID: "s1", At: at(i)})
+	}
+	h.lane(lane, events.SessionReset{SessionID: "s2", PreviousSessionID: "s1", At: at(9)})
+
+	// when: it is applied
+	p := openTemp(t)
+	mustApply(t, p, h.all)
+
+	// then: each FTS index got one segment, holding every message
+	for _, table := range []string{"messages_fts", "messages_fts_trigram"} {
+		var segments int
+		queryRow(t, p, "SELECT count(DISTINCT segid) FROM "+table+"_idx", nil, &segments)
+		if segments != 1 {
+			t.Errorf("%s has %d segments after one batch, want 1", table, segments)
+		}
+	}
+	s := mustSession(t, p.Reader, "s1")
+	if s.MessageCount != 8 || s.InputTokens != 80 {
+		t.Errorf("s1 message_count, input_tokens = %d, %d; want 8, 80", s.MessageCount, s.InputTokens)
 	}
 }

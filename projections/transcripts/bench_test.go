@@ -316,3 +316,39 @@ func BenchmarkApplyLive(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/event")
 }
+
+// BenchmarkApplyLiveTurns is BenchmarkApplyLive on the events of agent
+// turns over 200 open sessions: each turn appends a user and an assistant
+// message (about 200 characters each), updates the session's tokens and
+// touches its lane; b.N events in batches of 64.
+func BenchmarkApplyLiveTurns(b *testing.B) {
+	const perBatch = 64
+	c := newCorpus(1, 200)
+	for i, key := range c.lanes {
+		sid := fmt.Sprintf("20260301_000000_turns%03d", i)
+		c.current[key] = sid
+		c.h.lane(key, created(key, sid, c.now))
+	}
+	opened := len(c.h.all)
+	for len(c.h.all) < opened+b.N {
+		c.now = c.now.Add(time.Duration(c.rng.IntN(2000)) * time.Millisecond)
+		key := c.lanes[c.rng.IntN(len(c.lanes))]
+		sid := c.current[key]
+		c.h.tr(sid, appended(sid, text("user", c.text()), c.now))
+		c.h.tr(sid, appended(sid, text("assistant", c.text()), c.now))
+		c.h.tr(sid, events.SessionMetadataUpdated{SessionID: sid, InputTokens: 900, OutputTokens: 120, APICallCount: 1, At: c.now})
+		c.h.lane(key, events.Touched{At: c.now})
+	}
+	envs := c.h.all[opened : opened+b.N]
+	p := openTemp(b)
+	mustApply(b, p, c.h.all[:opened])
+	cpu0 := processCPU(b)
+	b.ResetTimer()
+	for i := 0; i < len(envs); i += perBatch {
+		if err := p.Apply(context.Background(), envs[i:min(i+perBatch, len(envs))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/event")
+}

@@ -29,16 +29,16 @@ var stateEvents = map[string]stateHandler{
 	events.TypeMessageAppended: {gathered: true, apply: func(a *applier, _ string, e events.Event) error {
 		return a.messageAppended(e.(events.MessageAppended))
 	}},
-	events.TypeSessionCreated: {apply: func(a *applier, stream string, e events.Event) error {
+	events.TypeSessionCreated: {sessionsOnly: true, apply: func(a *applier, stream string, e events.Event) error {
 		return a.sessionCreated(stream, e.(events.SessionCreated))
 	}},
-	events.TypeSessionAutoReset: {apply: func(a *applier, stream string, e events.Event) error {
+	events.TypeSessionAutoReset: {sessionsOnly: true, apply: func(a *applier, stream string, e events.Event) error {
 		return a.sessionAutoReset(stream, e.(events.SessionAutoReset))
 	}},
-	events.TypeSessionReset: {apply: func(a *applier, stream string, e events.Event) error {
+	events.TypeSessionReset: {sessionsOnly: true, apply: func(a *applier, stream string, e events.Event) error {
 		return a.sessionReset(stream, e.(events.SessionReset))
 	}},
-	events.TypeSessionSwitched: {apply: func(a *applier, stream string, e events.Event) error {
+	events.TypeSessionSwitched: {sessionsOnly: true, apply: func(a *applier, stream string, e events.Event) error {
 		return a.sessionSwitched(stream, e.(events.SessionSwitched))
 	}},
 	events.TypeTranscriptRewritten: {apply: func(a *applier, _ string, e events.Event) error {
@@ -47,10 +47,10 @@ var stateEvents = map[string]stateHandler{
 	events.TypeTurnsRewound: {apply: func(a *applier, _ string, e events.Event) error {
 		return a.turnsRewound(e.(events.TurnsRewound))
 	}},
-	events.TypeTitleSet: {apply: func(a *applier, _ string, e events.Event) error {
+	events.TypeTitleSet: {sessionsOnly: true, apply: func(a *applier, _ string, e events.Event) error {
 		return a.titleSet(e.(events.TitleSet))
 	}},
-	events.TypeSessionMetadataUpdated: {apply: func(a *applier, _ string, e events.Event) error {
+	events.TypeSessionMetadataUpdated: {sessionsOnly: true, apply: func(a *applier, _ string, e events.Event) error {
 		return a.metadataUpdated(e.(events.SessionMetadataUpdated))
 	}},
 	events.TypeTranscriptCleared: {apply: func(a *applier, _ string, e events.Event) error {
@@ -59,14 +59,14 @@ var stateEvents = map[string]stateHandler{
 	events.TypeTranscriptDeleted: {apply: func(a *applier, _ string, e events.Event) error {
 		return a.transcriptDeleted(e.(events.TranscriptDeleted))
 	}},
-	events.TypeTranscriptEnded: {apply: func(a *applier, _ string, e events.Event) error {
+	events.TypeTranscriptEnded: {sessionsOnly: true, apply: func(a *applier, _ string, e events.Event) error {
 		ended := e.(events.TranscriptEnded)
 		return a.end(ended.SessionID, ended.Reason, ended.At)
 	}},
 	events.TypeLaneErased: {apply: func(a *applier, stream string, e events.Event) error {
 		return a.laneErased(stream, e.(events.LaneErased))
 	}},
-	events.TypeTranscriptReopened: {apply: func(a *applier, _ string, e events.Event) error {
+	events.TypeTranscriptReopened: {sessionsOnly: true, apply: func(a *applier, _ string, e events.Event) error {
 		return a.exec(a.s.reopenSession, e.(events.TranscriptReopened).SessionID)
 	}},
 	events.TypeLaneImported: {apply: func(a *applier, stream string, e events.Event) error {
@@ -84,9 +84,17 @@ var stateEvents = map[string]stateHandler{
 type stateHandler struct {
 	// gathered: the event waits in the batch for the next flush (see
 	// flush); every other event first flushes, so that it sees the
-	// messages appended before it.
+	// messages appended before it, unless sessionsOnly.
 	gathered bool
-	apply    func(a *applier, stream string, e events.Event) error
+	// sessionsOnly: the handler reads and writes no messages row, no
+	// message counter and no message event (session rows, lane origins),
+	// so the messages gathered before it stay pending: a batch where
+	// appends interleave with title, metadata or lane events still writes
+	// them with one INSERT, one FTS5 segment per index, instead of one
+	// segment per run of appends. Every session row a pending message
+	// needs was made sure of when it was appended (ensureSession).
+	sessionsOnly bool
+	apply        func(a *applier, stream string, e events.Event) error
 }
 
 // stateHandlerOf returns the handler of e, and false when state.db does
@@ -101,7 +109,7 @@ func stateHandlerOf(e events.Event) (stateHandler, bool) {
 
 func (a *applier) apply(env events.Envelope, h stateHandler) error {
 	a.env = env
-	if !h.gathered {
+	if !h.gathered && !h.sessionsOnly {
 		if err := a.flush(); err != nil {
 			return err
 		}

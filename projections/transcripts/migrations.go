@@ -25,6 +25,7 @@ var schemaSQL string
 var migrations = []migrate.Step{
 	{Version: 1, Name: "Hermes schema 11 with hermes bookkeeping", Up: createSchema},
 	{Version: 2, Name: "sessions.archived (Hermes' set_session_archived)", Up: addArchived},
+	{Version: 3, Name: "the trigram index merges 16 segments at a time", Up: mergeTrigramsWider},
 }
 
 // createSchema is step 1: Hermes' schema 11, recorded in schema_version as
@@ -66,4 +67,22 @@ func hasMigrations(ctx context.Context, q queryer) (bool, error) {
 		return false, fmt.Errorf("read migration record: %w", err)
 	}
 	return n > 0, nil
+}
+
+// trigramAutomerge is the trigram index's FTS5 automerge (step 3).
+const trigramAutomerge = 16
+
+// mergeTrigramsWider is step 3: the trigram index merges its segments
+// trigramAutomerge at a time instead of FTS5's 4 (the setting is stored in
+// the index's _config table, which Hermes' SQLite reads as any other). It
+// is two thirds of the FTS5 work of a live batch and only CJK queries read
+// it: with fewer, larger merges a live event costs ~13% less CPU (batches
+// of 384: 51.7-55.3 -> 44.7-47.9 CPU-µs/event), while a CJK search reads
+// more segments (~1.2x its CPU on a file written live; the segments a
+// rebuild writes are not affected). The unicode61 index, which every
+// other query reads, keeps 4.
+func mergeTrigramsWider(ctx context.Context, tx migrate.Tx) error {
+	_, err := tx.ExecContext(ctx,
+		"INSERT INTO messages_fts_trigram(messages_fts_trigram, rank) VALUES ('automerge', ?)", trigramAutomerge)
+	return err
 }

@@ -95,6 +95,11 @@ type Projection struct {
 	// bulkKnown are the sessions known to have a row during a bulk load
 	// (applier.known), dropped with bulkVersions.
 	bulkKnown map[string]bool
+	// liveVersions and liveKnown are what bulkVersions and bulkKnown
+	// are to a bulk load for the live path: held across committed batches
+	// (Projection.held), dropped by a rollback.
+	liveVersions *streamVersions
+	liveKnown    map[string]bool
 	// builders index the messages of a bulk load as they are committed
 	// (see ftsBuilder); none on a load that Open finishes.
 	builders []*ftsBuilder

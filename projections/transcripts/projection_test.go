@@ -2,6 +2,7 @@ package transcripts
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -346,5 +347,19 @@ func TestQueriesWhileApplying(t *testing.T) {
 	msgs, err := p.Messages(ctx, "s1", false)
 	if err != nil || len(msgs) != 400 {
 		t.Fatalf("Messages() = %d rows, %v, want 400", len(msgs), err)
+	}
+}
+
+// TestOnlyTheTrigramIndexMergesMoreAtATime: the trigram index, read by CJK
+// queries only, merges trigramAutomerge segments at a time; the unicode61
+// index, read by every other query, keeps FTS5's default.
+func TestOnlyTheTrigramIndexMergesMoreAtATime(t *testing.T) {
+	p := openTemp(t)
+	want := fmt.Sprintf("automerge=%d", trigramAutomerge)
+	if got := ftsSettings(t, p, "messages_fts_trigram"); !slices.Contains(strings.Split(got, ","), want) {
+		t.Errorf("messages_fts_trigram settings = %q, want %s in them", got, want)
+	}
+	if got := ftsSettings(t, p, "messages_fts"); strings.Contains(got, "automerge") {
+		t.Errorf("messages_fts settings = %q, want FTS5's default automerge", got)
 	}
 }

@@ -19,10 +19,10 @@ func addArchived(ctx context.Context, tx migrate.Tx) error {
 // The SessionDB events of the Python client ([C]) join the one list of
 // state.db events here, so the shared table stays as it was.
 func init() {
-	stateEvents[events.TypeTranscriptOpened] = stateHandler{apply: func(a *applier, _ string, e events.Event) error {
+	stateEvents[events.TypeTranscriptOpened] = stateHandler{sessionsOnly: true, apply: func(a *applier, _ string, e events.Event) error {
 		return a.transcriptOpened(e.(events.TranscriptOpened))
 	}}
-	stateEvents[events.TypeArchivedSet] = stateHandler{apply: func(a *applier, _ string, e events.Event) error {
+	stateEvents[events.TypeArchivedSet] = stateHandler{sessionsOnly: true, apply: func(a *applier, _ string, e events.Event) error {
 		return a.archivedSet(e.(events.ArchivedSet))
 	}}
 }
