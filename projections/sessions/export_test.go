@@ -7,3 +7,11 @@ func SetBulkCommitEvents(n int) (restore func()) {
 	bulkCommitEvents = n
 	return func() { bulkCommitEvents = old }
 }
+
+// SetExportChunk sets how many lanes one read of a sessions.json rewrite
+// takes and returns the function that puts it back.
+func SetExportChunk(n int) (restore func()) {
+	old := exportChunk
+	exportChunk = n
+	return func() { exportChunk = old }
+}

@@ -156,7 +156,7 @@ func (p *Projection) Purge(ctx context.Context) error {
 	defer p.exportMu.Unlock()
 	p.dirtyJSON.Store(true)
 	p.dirtyCounts.Store(true)
-	if err := p.exportLocked(ctx); err != nil {
+	if _, err := p.exportLocked(ctx, nil); err != nil {
 		return fmt.Errorf("purge sessions read model: %w", err)
 	}
 	if err := p.vacuumIfErased(ctx); err != nil {
