@@ -36,10 +36,10 @@ const exportDutyCycle = 20
 
 // exportPace spreads a background rewrite: after each chunk of lanes the
 // exporter rests exportPace times as long as the chunk took, so it never
-// takes more than a quarter of a core at once. At full speed a rewrite at
-// 100,000 lanes took a core for half a second, and the requests served
-// meanwhile queued behind it (p99 of resolves over HTTP 21.5 → 19 ms
-// without the export).
+// takes more than a quarter of a core at once instead of a whole core for
+// half a second at 100,000 lanes. (Resolves over HTTP have a p99 of about
+// 19 ms without the export and 21-22 ms with it, paced or not: the pacing
+// did not move it, measured back to back; see BENCHMARKS.md.)
 const exportPace = 3
 
 // exportChunk is how many lanes one read of a rewrite takes. Each chunk is
