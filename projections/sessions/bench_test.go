@@ -26,29 +26,8 @@ func BenchmarkApplyTouches(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer p.Close()
-	var pos uint64
-	versions := make([]uint64, lanes)
-	streams := make([]string, lanes)
+	streams, versions, pos := resolveLanes(b, p, 1_000_000, lanes)
 	var batch []events.Envelope
-	for i := range lanes {
-		key := fmt.Sprintf("agent:main:telegram:dm:%d", 1_000_000+i)
-		streams[i] = events.LaneStream(key)
-		decided, err := domain.Lane{}.Resolve(domain.ResolveRequest{Source: src(fmt.Sprint(1_000_000 + i)), SessionKey: key, Entropy: fmt.Sprintf("%08x", i)}, t0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, e := range decided {
-			pos++
-			versions[i]++
-			batch = append(batch, events.Envelope{Stream: streams[i], Version: versions[i], Position: pos, Event: e, Type: e.EventType()})
-		}
-		if len(batch) >= 1000 || i == lanes-1 {
-			if err := p.Apply(ctx, batch); err != nil {
-				b.Fatal(err)
-			}
-			batch = batch[:0]
-		}
-	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	at := t0
 	cpu0 := cpuTime()
@@ -92,25 +71,7 @@ func BenchmarkExportSessionsJSON(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer p.Close()
-	var pos uint64
-	var batch []events.Envelope
-	for i := range lanes {
-		key := fmt.Sprintf("agent:main:telegram:dm:%d", 1_000_000+i)
-		decided, err := domain.Lane{}.Resolve(domain.ResolveRequest{Source: src(fmt.Sprint(1_000_000 + i)), SessionKey: key, Entropy: fmt.Sprintf("%08x", i)}, t0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for v, e := range decided {
-			pos++
-			batch = append(batch, events.Envelope{Stream: events.LaneStream(key), Version: uint64(v + 1), Position: pos, Event: e, Type: e.EventType()})
-		}
-		if len(batch) >= 1000 || i == lanes-1 {
-			if err := p.Apply(ctx, batch); err != nil {
-				b.Fatal(err)
-			}
-			batch = batch[:0]
-		}
-	}
+	resolveLanes(b, p, 1_000_000, lanes)
 	if err := p.Flush(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -123,4 +84,34 @@ func BenchmarkExportSessionsJSON(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(b.N), "cpu-ms/export")
+}
+
+// resolveLanes applies to p the resolve of n new lanes, telegram DMs from
+// chat first on, in batches of about 1,000 events, and returns their
+// streams, their versions and the last position.
+func resolveLanes(tb testing.TB, p *sessions.Projection, first, n int) (streams []string, versions []uint64, pos uint64) {
+	tb.Helper()
+	streams, versions = make([]string, n), make([]uint64, n)
+	var batch []events.Envelope
+	for i := range n {
+		chat := fmt.Sprint(first + i)
+		key := "agent:main:telegram:dm:" + chat
+		streams[i] = events.LaneStream(key)
+		decided, err := domain.Lane{}.Resolve(domain.ResolveRequest{Source: src(chat), SessionKey: key, Entropy: fmt.Sprintf("%08x", i)}, t0)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, e := range decided {
+			pos++
+			versions[i]++
+			batch = append(batch, events.Envelope{Stream: streams[i], Version: versions[i], Position: pos, Event: e, Type: e.EventType()})
+		}
+		if len(batch) >= 1000 || i == n-1 {
+			if err := p.Apply(context.Background(), batch); err != nil {
+				tb.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	return streams, versions, pos
 }

@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"hermes/domain"
-	"hermes/events"
 	"hermes/projections/sessions"
 )
 
@@ -27,20 +24,7 @@ func TestSessionsJSONInChunksEqualsOneRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	var batch []events.Envelope
-	for i := range 9 {
-		key := fmt.Sprintf("agent:main:telegram:dm:%d", 100+i)
-		decided, err := domain.Lane{}.Resolve(domain.ResolveRequest{Source: src(fmt.Sprint(100 + i)), SessionKey: key, Entropy: fmt.Sprintf("%08x", i)}, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for v, e := range decided {
-			batch = append(batch, events.Envelope{Stream: events.LaneStream(key), Version: uint64(v + 1), Position: uint64(len(batch) + 1), Event: e, Type: e.EventType()})
-		}
-	}
-	if err := p.Apply(ctx, batch); err != nil {
-		t.Fatal(err)
-	}
+	resolveLanes(t, p, 100, 9)
 	export := func(chunk int) []byte {
 		defer sessions.SetExportChunk(chunk)()
 		if err := p.Flush(ctx); err != nil {
