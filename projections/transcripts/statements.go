@@ -146,6 +146,54 @@ type multiKey struct {
 	rows  int
 }
 
+// paddedMessageRows is the size of the padded message insert that takes n
+// rows (1 <= n <= maxMessageChunk): the next power of two, so that a few
+// cached statements cover any count.
+func paddedMessageRows(n int) int {
+	c := 1
+	for c < n {
+		c *= 2
+	}
+	return c
+}
+
+// paddedMessageInsert returns the statement inserting up to rows messages
+// at once: rows sets of messageInsertArgs parameters, of which the sets
+// whose id is NULL (the padding after the real rows) insert nothing. One
+// statement per batch matters: SQLite opens a statement savepoint for each
+// INSERT that fires triggers, and FTS5 writes what it holds as a new
+// segment of both indexes at every savepoint, so k statements for one
+// batch would write k segments of each index (and merge them later).
+func (s *writeStatements) paddedMessageInsert(ctx context.Context, rows int) (*sql.Stmt, error) {
+	k := multiKey{"messages padded", rows}
+	if st, ok := s.multi[k]; ok {
+		return st, nil
+	}
+	var b strings.Builder
+	b.WriteString("INSERT INTO messages (" + messageColumnsInsert + ") SELECT ")
+	for i := range messageInsertArgs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "column%d", i+1)
+	}
+	b.WriteString(" FROM (VALUES ")
+	row := "(" + placeholders(messageInsertArgs) + ")"
+	for i := range rows {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	b.WriteString(") WHERE column1 IS NOT NULL")
+	st, err := s.conn.PrepareContext(ctx, b.String())
+	if err != nil {
+		return nil, fmt.Errorf("prepare padded insert of %d messages: %w", rows, err)
+	}
+	s.multi[k] = st
+	return st, nil
+}
+
 // multiInsert returns the statement inserting rows rows into table
 // (messages or hermes_message_events).
 func (s *writeStatements) multiInsert(ctx context.Context, table string, rows int) (*sql.Stmt, error) {
