@@ -338,7 +338,7 @@ func (a *applier) flush() error {
 	for start, size := 0, 0; start < len(a.pending); start += size {
 		size = chunkSize(len(a.pending) - start)
 		chunk := a.pending[start : start+size]
-		st, err := a.s.multiInsert(a.ctx, "hermes_message_events", len(chunk))
+		st, err := a.s.multiStatement(a.ctx, multiMessageEvents, len(chunk))
 		if err != nil {
 			return err
 		}
@@ -363,10 +363,19 @@ func (a *applier) flush() error {
 		c.messages++
 		c.toolCalls += toolCallCount(m.msg.ToolCalls)
 	}
-	for _, id := range order {
-		c := bySession[id]
-		if err := a.exec(a.s.addCounts, c.messages, c.toolCalls, id); err != nil {
+	for start, size := 0, 0; start < len(order); start += size {
+		size = chunkSize(len(order) - start)
+		st, err := a.s.multiStatement(a.ctx, multiSessionCounts, size)
+		if err != nil {
 			return err
+		}
+		args := make([]any, 0, size*3)
+		for _, id := range order[start : start+size] {
+			c := bySession[id]
+			args = append(args, id, c.messages, c.toolCalls)
+		}
+		if _, err := st.ExecContext(a.ctx, args...); err != nil {
+			return fmt.Errorf("add message counts: %w", err)
 		}
 	}
 	a.pending = a.pending[:0]

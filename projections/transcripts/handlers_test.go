@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -134,4 +135,69 @@ func ftsSegmentCounts(t *testing.T, p *Projection) map[string]int {
 		counts[table] = len(s.segments)
 	}
 	return counts
+}
+
+// TestBatchOverSessionsCountsEachAndGuardsRedelivery: one batch appending
+// to several sessions adds each session's own messages and tool calls to
+// its counters, and the stream versions it writes make a redelivery of the
+// batch's events at later positions, after a reopen (no versions held in
+// memory), change nothing.
+func TestBatchOverSessionsCountsEachAndGuardsRedelivery(t *testing.T) {
+	// Given three sessions and a batch interleaving their messages.
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	p := openAt(t, path)
+	h := newHistory()
+	sids := []string{"20260301_090000_aaaaaa", "20260301_090000_bbbbbb", "20260301_090000_cccccc"}
+	var setup []events.Envelope
+	for i, sid := range sids {
+		key := fmt.Sprintf("agent:main:telegram:dm:%d", i)
+		setup = append(setup, h.lane(key, created(key, sid, at(i)))...)
+	}
+	if err := p.Apply(ctx, setup); err != nil {
+		t.Fatalf("Apply(setup) error = %v", err)
+	}
+	var batch []events.Envelope
+	wantMessages, wantTools := map[string]int64{}, map[string]int64{}
+	for i := range 40 {
+		sid := sids[i%len(sids)]
+		m := text("assistant", fmt.Sprintf("reply %d", i))
+		if i%4 == 0 {
+			m.ToolCalls = raw(`[{"id":"a"},{"id":"b"}]`)
+			wantTools[sid] += 2
+		}
+		wantMessages[sid]++
+		batch = append(batch, h.tr(sid, appended(sid, m, at(10+i)))...)
+	}
+
+	// When it is applied, then delivered again to the reopened file.
+	if err := p.Apply(ctx, batch); err != nil {
+		t.Fatalf("Apply(batch) error = %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p = openAt(t, path)
+	again := slices.Clone(batch)
+	for i := range again {
+		again[i].Position += 1000 // past the checkpoint: only the stream versions stop them
+	}
+	if err := p.Apply(ctx, again); err != nil {
+		t.Fatalf("Apply(batch again) error = %v", err)
+	}
+
+	// Then each session counts its own, once.
+	for _, sid := range sids {
+		s := mustSession(t, p.Reader, sid)
+		if s.MessageCount != wantMessages[sid] || s.ToolCallCount != wantTools[sid] {
+			t.Errorf("%s counts = %d messages, %d tool calls, want %d, %d", sid, s.MessageCount, s.ToolCallCount, wantMessages[sid], wantTools[sid])
+		}
+		msgs, err := p.Messages(ctx, sid, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(msgs)) != wantMessages[sid] {
+			t.Errorf("%s has %d messages, want %d", sid, len(msgs), wantMessages[sid])
+		}
+	}
 }

@@ -28,7 +28,7 @@ type writeStatements struct {
 	// by table and row count, prepared when first needed.
 	multi map[multiKey]*sql.Stmt
 
-	getVersion, setVersion, setCheckpoint, setNextID *sql.Stmt
+	getVersion, setCheckpoint, setNextID *sql.Stmt
 	// begin, commit, rollback and getCheckpoint run once per batch: parsed
 	// once here rather than on every Apply.
 	begin, commit, rollback, getCheckpoint *sql.Stmt
@@ -38,10 +38,10 @@ type writeStatements struct {
 	getOrigin, setOrigin                                    *sql.Stmt
 	forgetOriginUser, forgetSessionUser                     *sql.Stmt
 
-	insertMessage, insertMessageEvent, addCounts, setCounts *sql.Stmt
-	deleteMessages, rewindMessages, countRewind             *sql.Stmt
-	titleOwner, setTitle, updateMetadata                    *sql.Stmt
-	orphanChildren, deleteSession                           *sql.Stmt
+	insertMessage, insertMessageEvent, setCounts *sql.Stmt
+	deleteMessages, rewindMessages, countRewind  *sql.Stmt
+	titleOwner, setTitle, updateMetadata         *sql.Stmt
+	orphanChildren, deleteSession                *sql.Stmt
 }
 
 func prepareWrites(ctx context.Context, conn *sql.Conn) (*writeStatements, error) {
@@ -51,8 +51,6 @@ func prepareWrites(ctx context.Context, conn *sql.Conn) (*writeStatements, error
 		sql  string
 	}{
 		{&s.getVersion, "SELECT version FROM hermes_stream_versions WHERE stream = ?"},
-		{&s.setVersion, "INSERT INTO hermes_stream_versions (stream, version) VALUES (?, ?) " +
-			"ON CONFLICT(stream) DO UPDATE SET version = excluded.version"},
 		{&s.begin, "BEGIN IMMEDIATE"},
 		{&s.commit, "COMMIT"},
 		{&s.rollback, "ROLLBACK"},
@@ -78,8 +76,6 @@ func prepareWrites(ctx context.Context, conn *sql.Conn) (*writeStatements, error
 
 		{&s.insertMessage, "INSERT INTO messages (" + messageColumnsInsert + ") VALUES (" + placeholders(messageInsertArgs) + ")"},
 		{&s.insertMessageEvent, "INSERT OR REPLACE INTO hermes_message_events (position, session_id, first_id, count) VALUES (?, ?, ?, ?)"},
-		{&s.addCounts, "UPDATE sessions SET message_count = COALESCE(message_count, 0) + ?, " +
-			"tool_call_count = COALESCE(tool_call_count, 0) + ? WHERE id = ?"},
 		{&s.setCounts, "UPDATE sessions SET message_count = ?, tool_call_count = ? WHERE id = ?"},
 		{&s.deleteMessages, "DELETE FROM messages WHERE session_id = ?"},
 		{&s.rewindMessages, "UPDATE messages SET active = 0 WHERE session_id = ? AND id >= ? AND active = 1"},
@@ -194,21 +190,39 @@ func (s *writeStatements) paddedMessageInsert(ctx context.Context, rows int) (*s
 	return st, nil
 }
 
-// multiInsert returns the statement inserting rows rows into table
-// (messages or hermes_message_events).
-func (s *writeStatements) multiInsert(ctx context.Context, table string, rows int) (*sql.Stmt, error) {
-	k := multiKey{table, rows}
+// Multi-row statements of a batch (multiStatement): one statement writes
+// many rows, instead of one statement (and its database/sql and driver
+// round trip) per row.
+const (
+	multiMessageEvents  = "hermes_message_events"
+	multiStreamVersions = "hermes_stream_versions"
+	multiSessionCounts  = "session counts"
+)
+
+// multiStatement returns the statement writing rows rows of kind
+// (multiMessageEvents, multiStreamVersions or multiSessionCounts).
+func (s *writeStatements) multiStatement(ctx context.Context, kind string, rows int) (*sql.Stmt, error) {
+	k := multiKey{kind, rows}
 	if st, ok := s.multi[k]; ok {
 		return st, nil
 	}
-	var head, row string
-	switch table {
-	case "messages":
-		head = "INSERT INTO messages (" + messageColumnsInsert + ") VALUES "
-		row = "(" + placeholders(messageInsertArgs) + ")"
-	default:
+	var head, row, tail string
+	switch kind {
+	case multiMessageEvents:
 		head = "INSERT OR REPLACE INTO hermes_message_events (position, session_id, first_id, count) VALUES "
 		row = "(?, ?, ?, ?)"
+	case multiStreamVersions:
+		head = "INSERT INTO hermes_stream_versions (stream, version) VALUES "
+		row = "(?, ?)"
+		tail = " ON CONFLICT(stream) DO UPDATE SET version = excluded.version"
+	case multiSessionCounts:
+		// Each row: session id, messages and tool calls to add.
+		head = "UPDATE sessions SET message_count = COALESCE(message_count, 0) + v.column2, " +
+			"tool_call_count = COALESCE(tool_call_count, 0) + v.column3 FROM (VALUES "
+		row = "(?, ?, ?)"
+		tail = ") AS v WHERE sessions.id = v.column1"
+	default:
+		return nil, fmt.Errorf("prepare %d rows of %s: no such statement", rows, kind)
 	}
 	var b strings.Builder
 	b.WriteString(head)
@@ -218,9 +232,10 @@ func (s *writeStatements) multiInsert(ctx context.Context, table string, rows in
 		}
 		b.WriteString(row)
 	}
+	b.WriteString(tail)
 	st, err := s.conn.PrepareContext(ctx, b.String())
 	if err != nil {
-		return nil, fmt.Errorf("prepare insert of %d %s: %w", rows, table, err)
+		return nil, fmt.Errorf("prepare %d rows of %s: %w", rows, kind, err)
 	}
 	s.multi[k] = st
 	return st, nil
