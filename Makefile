@@ -29,7 +29,6 @@ FUZZTIME ?= 4000x
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzEvolve$$' -fuzztime $(FUZZTIME) ./domain/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./events/
-	$(GO) test -run '^$$' -fuzz '^FuzzAppendMessageAppended$$' -fuzztime $(FUZZTIME) ./events/
 	$(GO) test -run '^$$' -fuzz '^FuzzApplyMetadata$$' -fuzztime $(FUZZTIME) ./projections/transcripts/
 
 test-short:
