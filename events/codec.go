@@ -16,13 +16,7 @@ var ErrUnknownType = errors.New("unknown event type")
 // no lone surrogate escapes: the agent's raw JSON fields are repaired (see
 // text.go), so invalid text never enters the log.
 func Encode(e Event) ([]byte, error) {
-	e = validText(e)
-	if m, ok := e.(MessageAppended); ok {
-		if data, ok := appendMessageAppended(make([]byte, 0, 128+len(m.Message.Content)), m); ok {
-			return data, nil
-		}
-	}
-	data, err := json.Marshal(e)
+	data, err := json.Marshal(validText(e))
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", e.EventType(), err)
 	}
