@@ -71,10 +71,11 @@ func openStoreReadOnly(ctx context.Context, spec storeSpec, h homeLayout) (event
 	return openKurrentDB(ctx, spec, nil)
 }
 
-// openStoreForServe opens the event store hermes serve appends to.
+// openStoreForServe opens the event store hermes serve appends to, under
+// the home's gateway lock: the embedded store's only writer.
 func openStoreForServe(ctx context.Context, spec storeSpec, h homeLayout, now func() time.Time, log *slog.Logger) (events.Store, error) {
 	if spec.embedded() {
-		return sqlite.Open(h.eventsDB(), sqlite.WithClock(now))
+		return sqlite.Open(h.eventsDB(), sqlite.WithClock(now), sqlite.WithSoleWriter())
 	}
 	return openKurrentDB(ctx, spec, log)
 }

@@ -286,11 +286,20 @@ func (a *applier) guard(env events.Envelope) (bool, error) {
 	return true, nil
 }
 
-// flush writes the dirty versions.
+// flush writes the dirty versions, many to a statement.
 func (vs *streamVersions) flush(ctx context.Context, s *writeStatements) error {
-	for _, stream := range vs.order {
-		if _, err := s.setVersion.ExecContext(ctx, stream, int64(vs.versions[stream])); err != nil {
-			return fmt.Errorf("write stream version %s: %w", stream, err)
+	for start, size := 0, 0; start < len(vs.order); start += size {
+		size = chunkSize(len(vs.order) - start)
+		st, err := s.multiStatement(ctx, multiStreamVersions, size)
+		if err != nil {
+			return err
+		}
+		args := make([]any, 0, size*2)
+		for _, stream := range vs.order[start : start+size] {
+			args = append(args, stream, int64(vs.versions[stream]))
+		}
+		if _, err := st.ExecContext(ctx, args...); err != nil {
+			return fmt.Errorf("write stream versions: %w", err)
 		}
 	}
 	clear(vs.dirty)

@@ -285,10 +285,14 @@ func (a *applier) messageAppended(e events.MessageAppended) error {
 }
 
 // maxPending bounds the messages gathered for one flush, and maxChunk the
-// rows of one INSERT (14 parameters a row, below SQLite's 32766).
+// rows of one INSERT of message events (4 parameters a row). maxMessageChunk
+// bounds the rows of one INSERT of messages (messageInsertArgs parameters a
+// row, below SQLite's 32766): a live batch (projections.MaxBatch events)
+// fits in one.
 const (
-	maxPending = 4096
-	maxChunk   = 1024
+	maxPending      = 4096
+	maxChunk        = 1024
+	maxMessageChunk = 2048
 )
 
 // chunkSize is the size of the next INSERT for n rows: the largest power
@@ -301,29 +305,31 @@ func chunkSize(n int) int {
 	return c
 }
 
-// flush inserts the pending messages with multi-row INSERTs, maps their
-// positions to their row ids, and adds them to their sessions' counters.
+// flush inserts the pending messages with one INSERT (up to
+// maxMessageChunk of them), maps their positions to their row ids, and adds
+// them to their sessions' counters.
 //
 // Why gather them: SQLite opens a statement savepoint for a statement that
 // fires triggers, and FTS5 writes its pending index data out as a new
 // segment at every savepoint. One INSERT per message would write two tiny
-// FTS segments per message (and merge them later); one INSERT per few
-// hundred messages writes one. Each row has the id numbered for its event
+// FTS segments per message (and merge them later); one INSERT per batch
+// writes one of each (paddedMessageInsert). Each row has the id numbered for its event
 // (messageIDs).
 func (a *applier) flush() error {
 	if len(a.pending) == 0 {
 		return nil
 	}
 	for start, size := 0, 0; start < len(a.pending); start += size {
-		size = chunkSize(len(a.pending) - start)
+		size = min(len(a.pending)-start, maxMessageChunk)
 		chunk := a.pending[start : start+size]
-		st, err := a.s.multiInsert(a.ctx, "messages", len(chunk))
+		rows := paddedMessageRows(size)
+		st, err := a.s.paddedMessageInsert(a.ctx, rows)
 		if err != nil {
 			return err
 		}
-		args := make([]any, 0, len(chunk)*messageInsertArgs)
-		for _, m := range chunk {
-			args = append(args, messageArgs(m.id, m.sessionID, m.msg, m.ts)...)
+		args := make([]any, rows*messageInsertArgs) // the padding stays nil
+		for i, m := range chunk {
+			copy(args[i*messageInsertArgs:], messageArgs(m.id, m.sessionID, m.msg, m.ts))
 		}
 		if _, err := st.ExecContext(a.ctx, args...); err != nil {
 			return fmt.Errorf("insert messages: %w", err)
@@ -332,7 +338,7 @@ func (a *applier) flush() error {
 	for start, size := 0, 0; start < len(a.pending); start += size {
 		size = chunkSize(len(a.pending) - start)
 		chunk := a.pending[start : start+size]
-		st, err := a.s.multiInsert(a.ctx, "hermes_message_events", len(chunk))
+		st, err := a.s.multiStatement(a.ctx, multiMessageEvents, len(chunk))
 		if err != nil {
 			return err
 		}
@@ -357,10 +363,19 @@ func (a *applier) flush() error {
 		c.messages++
 		c.toolCalls += toolCallCount(m.msg.ToolCalls)
 	}
-	for _, id := range order {
-		c := bySession[id]
-		if err := a.exec(a.s.addCounts, c.messages, c.toolCalls, id); err != nil {
+	for start, size := 0, 0; start < len(order); start += size {
+		size = chunkSize(len(order) - start)
+		st, err := a.s.multiStatement(a.ctx, multiSessionCounts, size)
+		if err != nil {
 			return err
+		}
+		args := make([]any, 0, size*3)
+		for _, id := range order[start : start+size] {
+			c := bySession[id]
+			args = append(args, id, c.messages, c.toolCalls)
+		}
+		if _, err := st.ExecContext(a.ctx, args...); err != nil {
+			return fmt.Errorf("add message counts: %w", err)
 		}
 	}
 	a.pending = a.pending[:0]

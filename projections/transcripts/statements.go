@@ -28,7 +28,7 @@ type writeStatements struct {
 	// by table and row count, prepared when first needed.
 	multi map[multiKey]*sql.Stmt
 
-	getVersion, setVersion, setCheckpoint, setNextID *sql.Stmt
+	getVersion, setCheckpoint, setNextID *sql.Stmt
 	// begin, commit, rollback and getCheckpoint run once per batch: parsed
 	// once here rather than on every Apply.
 	begin, commit, rollback, getCheckpoint *sql.Stmt
@@ -38,10 +38,10 @@ type writeStatements struct {
 	getOrigin, setOrigin                                    *sql.Stmt
 	forgetOriginUser, forgetSessionUser                     *sql.Stmt
 
-	insertMessage, insertMessageEvent, addCounts, setCounts *sql.Stmt
-	deleteMessages, rewindMessages, countRewind             *sql.Stmt
-	titleOwner, setTitle, updateMetadata                    *sql.Stmt
-	orphanChildren, deleteSession                           *sql.Stmt
+	insertMessage, insertMessageEvent, setCounts *sql.Stmt
+	deleteMessages, rewindMessages, countRewind  *sql.Stmt
+	titleOwner, setTitle, updateMetadata         *sql.Stmt
+	orphanChildren, deleteSession                *sql.Stmt
 }
 
 func prepareWrites(ctx context.Context, conn *sql.Conn) (*writeStatements, error) {
@@ -51,8 +51,6 @@ func prepareWrites(ctx context.Context, conn *sql.Conn) (*writeStatements, error
 		sql  string
 	}{
 		{&s.getVersion, "SELECT version FROM hermes_stream_versions WHERE stream = ?"},
-		{&s.setVersion, "INSERT INTO hermes_stream_versions (stream, version) VALUES (?, ?) " +
-			"ON CONFLICT(stream) DO UPDATE SET version = excluded.version"},
 		{&s.begin, "BEGIN IMMEDIATE"},
 		{&s.commit, "COMMIT"},
 		{&s.rollback, "ROLLBACK"},
@@ -78,8 +76,6 @@ func prepareWrites(ctx context.Context, conn *sql.Conn) (*writeStatements, error
 
 		{&s.insertMessage, "INSERT INTO messages (" + messageColumnsInsert + ") VALUES (" + placeholders(messageInsertArgs) + ")"},
 		{&s.insertMessageEvent, "INSERT OR REPLACE INTO hermes_message_events (position, session_id, first_id, count) VALUES (?, ?, ?, ?)"},
-		{&s.addCounts, "UPDATE sessions SET message_count = COALESCE(message_count, 0) + ?, " +
-			"tool_call_count = COALESCE(tool_call_count, 0) + ? WHERE id = ?"},
 		{&s.setCounts, "UPDATE sessions SET message_count = ?, tool_call_count = ? WHERE id = ?"},
 		{&s.deleteMessages, "DELETE FROM messages WHERE session_id = ?"},
 		{&s.rewindMessages, "UPDATE messages SET active = 0 WHERE session_id = ? AND id >= ? AND active = 1"},
@@ -146,21 +142,87 @@ type multiKey struct {
 	rows  int
 }
 
-// multiInsert returns the statement inserting rows rows into table
-// (messages or hermes_message_events).
-func (s *writeStatements) multiInsert(ctx context.Context, table string, rows int) (*sql.Stmt, error) {
-	k := multiKey{table, rows}
+// paddedMessageRows is the size of the padded message insert that takes n
+// rows (1 <= n <= maxMessageChunk): the next power of two, so that a few
+// cached statements cover any count.
+func paddedMessageRows(n int) int {
+	c := 1
+	for c < n {
+		c *= 2
+	}
+	return c
+}
+
+// paddedMessageInsert returns the statement inserting up to rows messages
+// at once: rows sets of messageInsertArgs parameters, of which the sets
+// whose id is NULL (the padding after the real rows) insert nothing. One
+// statement per batch matters: SQLite opens a statement savepoint for each
+// INSERT that fires triggers, and FTS5 writes what it holds as a new
+// segment of both indexes at every savepoint, so k statements for one
+// batch would write k segments of each index (and merge them later).
+func (s *writeStatements) paddedMessageInsert(ctx context.Context, rows int) (*sql.Stmt, error) {
+	k := multiKey{"messages padded", rows}
 	if st, ok := s.multi[k]; ok {
 		return st, nil
 	}
-	var head, row string
-	switch table {
-	case "messages":
-		head = "INSERT INTO messages (" + messageColumnsInsert + ") VALUES "
-		row = "(" + placeholders(messageInsertArgs) + ")"
-	default:
+	var b strings.Builder
+	b.WriteString("INSERT INTO messages (" + messageColumnsInsert + ") SELECT ")
+	for i := range messageInsertArgs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "column%d", i+1)
+	}
+	b.WriteString(" FROM (VALUES ")
+	row := "(" + placeholders(messageInsertArgs) + ")"
+	for i := range rows {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	b.WriteString(") WHERE column1 IS NOT NULL")
+	st, err := s.conn.PrepareContext(ctx, b.String())
+	if err != nil {
+		return nil, fmt.Errorf("prepare padded insert of %d messages: %w", rows, err)
+	}
+	s.multi[k] = st
+	return st, nil
+}
+
+// Multi-row statements of a batch (multiStatement): one statement writes
+// many rows, instead of one statement (and its database/sql and driver
+// round trip) per row.
+const (
+	multiMessageEvents  = "hermes_message_events"
+	multiStreamVersions = "hermes_stream_versions"
+	multiSessionCounts  = "session counts"
+)
+
+// multiStatement returns the statement writing rows rows of kind
+// (multiMessageEvents, multiStreamVersions or multiSessionCounts).
+func (s *writeStatements) multiStatement(ctx context.Context, kind string, rows int) (*sql.Stmt, error) {
+	k := multiKey{kind, rows}
+	if st, ok := s.multi[k]; ok {
+		return st, nil
+	}
+	var head, row, tail string
+	switch kind {
+	case multiMessageEvents:
 		head = "INSERT OR REPLACE INTO hermes_message_events (position, session_id, first_id, count) VALUES "
 		row = "(?, ?, ?, ?)"
+	case multiStreamVersions:
+		head = "INSERT INTO hermes_stream_versions (stream, version) VALUES "
+		row = "(?, ?)"
+		tail = " ON CONFLICT(stream) DO UPDATE SET version = excluded.version"
+	case multiSessionCounts:
+		// Each row: session id, messages and tool calls to add.
+		head = "UPDATE sessions SET message_count = COALESCE(message_count, 0) + v.column2, " +
+			"tool_call_count = COALESCE(tool_call_count, 0) + v.column3 FROM (VALUES "
+		row = "(?, ?, ?)"
+		tail = ") AS v WHERE sessions.id = v.column1"
+	default:
+		return nil, fmt.Errorf("prepare %d rows of %s: no such statement", rows, kind)
 	}
 	var b strings.Builder
 	b.WriteString(head)
@@ -170,9 +232,10 @@ func (s *writeStatements) multiInsert(ctx context.Context, table string, rows in
 		}
 		b.WriteString(row)
 	}
+	b.WriteString(tail)
 	st, err := s.conn.PrepareContext(ctx, b.String())
 	if err != nil {
-		return nil, fmt.Errorf("prepare insert of %d %s: %w", rows, table, err)
+		return nil, fmt.Errorf("prepare %d rows of %s: %w", rows, kind, err)
 	}
 	s.multi[k] = st
 	return st, nil

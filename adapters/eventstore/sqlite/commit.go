@@ -38,14 +38,16 @@ func (w *writer) beginTx() error {
 	if err := w.begin(); err != nil {
 		return err
 	}
-	var dv int64
-	if err := w.stmtDataVersion.QueryRow().Scan(&dv); err != nil {
-		w.rollbackTx()
-		return fmt.Errorf("read data version: %w", err)
-	}
-	if dv != w.dataVersion {
-		clear(w.versions)
-		w.dataVersion = dv
+	if !w.soleWriter {
+		var dv int64
+		if err := w.stmtDataVersion.QueryRow().Scan(&dv); err != nil {
+			w.rollbackTx()
+			return fmt.Errorf("read data version: %w", err)
+		}
+		if dv != w.dataVersion {
+			clear(w.versions)
+			w.dataVersion = dv
+		}
 	}
 	w.txNow = w.clock().UnixNano()
 	w.txNowArg = w.txNow

@@ -22,7 +22,8 @@
 // writers (BEGIN IMMEDIATE, a busy timeout, bounded retries). The writer
 // caches the last version of streams so that expected-version checks need
 // no query; it drops the cache whenever PRAGMA data_version says another
-// connection committed, confirms from the file any mismatch before refusing
+// connection committed (unless opened WithSoleWriter, as hermes serve opens
+// it under the home's lock), confirms from the file any mismatch before refusing
 // an append, and the UNIQUE (stream, version) constraint stops a fork even
 // if the cache were wrong. Subscriptions poll, so they also see appends made
 // elsewhere.

@@ -36,6 +36,7 @@ func openWriter(path string, cfg config, tail *committedTail, onCommit func(), s
 		done:        make(chan struct{}),
 		versions:    make(map[string]uint64),
 		dataVersion: -1,
+		soleWriter:  cfg.soleWriter,
 		pending:     make(map[string]uint64),
 		inserts:     make(map[insertKey]*sql.Stmt),
 		migrations:  cfg.migrations,

@@ -57,6 +57,7 @@ const (
 
 type config struct {
 	readOnly     bool
+	soleWriter   bool
 	clock        func() time.Time
 	pollInterval time.Duration
 	busyTimeout  time.Duration
@@ -72,6 +73,16 @@ type Option func(*config)
 // tails the log while a server appends to the same file; its subscriptions
 // see those appends by polling.
 func WithReadOnly() Option { return func(c *config) { c.readOnly = true } }
+
+// WithSoleWriter says that no other process writes to the file while the
+// Store is open (hermes serve holds the home's gateway lock, which every
+// other writer takes too). The writer then trusts its cache of stream
+// versions across transactions instead of reading PRAGMA data_version at
+// the start of each to see whether another connection committed. Were
+// another process to append anyway, nothing would fork: the UNIQUE
+// (stream, version) constraint refuses the insert, and the writer re-reads
+// the stream's version and tries once more (commit.go).
+func WithSoleWriter() Option { return func(c *config) { c.soleWriter = true } }
 
 // WithClock sets the clock that stamps RecordedAt (default time.Now). The
 // store reads it once per commit, on the writer goroutine.

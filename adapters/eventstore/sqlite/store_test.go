@@ -26,6 +26,14 @@ func TestContract(t *testing.T) {
 	})
 }
 
+// TestContractSoleWriter runs the contract on a store that trusts its
+// version cache (WithSoleWriter).
+func TestContractSoleWriter(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) events.Store {
+		return openTemp(t, WithSoleWriter())
+	})
+}
+
 func openTemp(t *testing.T, opts ...Option) *Store {
 	t.Helper()
 	return openAt(t, filepath.Join(t.TempDir(), "events.db"), opts...)
@@ -370,23 +378,39 @@ func TestOneBatchIsolatesRequests(t *testing.T) {
 
 // TestCacheSeesOtherWriters appends to one stream through two stores on the
 // same file: each writer must notice the other's commits, or it would accept
-// a stale expected version or collide on (stream, version).
+// a stale expected version or collide on (stream, version). With
+// WithSoleWriter (a promise these stores break) the writers do not look for
+// the other's commits, and the log must still neither fork nor refuse a
+// valid append.
 func TestCacheSeesOtherWriters(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "events.db")
-	a, b := openAt(t, path), openAt(t, path)
-	mustAppend(t, a, "lane-x", events.NoStream(), touch("1"))
-	mustAppend(t, b, "lane-x", events.ExactVersion(1), touch("2"))
+	for name, opts := range map[string][]Option{"data version read": nil, "sole writer": {WithSoleWriter()}} {
+		t.Run(name, func(t *testing.T) {
+			// Given two stores on one file, each having appended once.
+			path := filepath.Join(t.TempDir(), "events.db")
+			a, b := openAt(t, path, opts...), openAt(t, path, opts...)
+			mustAppend(t, a, "lane-x", events.NoStream(), touch("1"))
+			mustAppend(t, b, "lane-x", events.ExactVersion(1), touch("2"))
 
-	_, err := a.Append(t.Context(), "lane-x", events.ExactVersion(1), touch("3"))
-	var wv *events.WrongVersionError
-	if !errors.As(err, &wv) || wv.Actual != 2 {
-		t.Fatalf("Append(version 1) on a stream another store moved to 2: error = %v, want a WrongVersionError at 2", err)
-	}
-	if res := mustAppend(t, a, "lane-x", events.AnyVersion(), touch("4")); res.Versions[0] != 3 {
-		t.Errorf("Append(any) = version %d, want 3", res.Versions[0])
-	}
-	if res := mustAppend(t, b, "lane-x", events.ExactVersion(3), touch("5")); res.Versions[0] != 4 {
-		t.Errorf("Append(version 3) through the other store = version %d, want 4", res.Versions[0])
+			// When the first appends at the version it last saw, then
+			// at any version, then the second at the resulting one.
+			_, err := a.Append(t.Context(), "lane-x", events.ExactVersion(1), touch("3"))
+
+			// Then the stale expectation is refused with the stream's
+			// actual version, and the others get the next versions.
+			var wv *events.WrongVersionError
+			if !errors.As(err, &wv) || wv.Actual != 2 {
+				t.Fatalf("Append(version 1) on a stream another store moved to 2: error = %v, want a WrongVersionError at 2", err)
+			}
+			if res := mustAppend(t, a, "lane-x", events.AnyVersion(), touch("4")); res.Versions[0] != 3 {
+				t.Errorf("Append(any) = version %d, want 3", res.Versions[0])
+			}
+			if res := mustAppend(t, b, "lane-x", events.ExactVersion(3), touch("5")); res.Versions[0] != 4 {
+				t.Errorf("Append(version 3) through the other store = version %d, want 4", res.Versions[0])
+			}
+			if res := mustAppend(t, a, "lane-x", events.ExactVersion(4), touch("6")); res.Versions[0] != 5 {
+				t.Errorf("Append(version 4) after the other store's append = version %d, want 5", res.Versions[0])
+			}
+		})
 	}
 }
 

@@ -97,9 +97,10 @@ type writer struct {
 
 	// versions caches the last version of streams as of the last commit of
 	// this connection; valid while dataVersion says no other connection
-	// committed since.
+	// committed since, or always with soleWriter (WithSoleWriter).
 	versions    map[string]uint64
 	dataVersion int64
+	soleWriter  bool
 	// pending holds the versions written by the open transaction.
 	pending map[string]uint64
 	// txReqs are the requests applied in the open transaction, replayed
