@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -238,7 +239,11 @@ func (r *Runner) CatchUp(ctx context.Context, progress func(done, total uint64))
 		if feeds != nil {
 			feed = feeds[i]
 		}
-		go func() { errs <- r.catchUp(ctx, p, head, feed, report) }()
+		// Labelled so that a CPU profile splits by projection (the
+		// goroutines a projection starts inherit the label).
+		go pprof.Do(ctx, pprof.Labels("projection", p.Name()), func(ctx context.Context) {
+			errs <- r.catchUp(ctx, p, head, feed, report)
+		})
 	}
 	var first error
 	for range r.projections {
@@ -284,7 +289,7 @@ func (r *Runner) sharedFeed(ctx context.Context, head uint64) ([]chan batchOrErr
 	for i := range feeds {
 		feeds[i] = make(chan batchOrErr, 4)
 	}
-	go func() {
+	go pprof.Do(ctx, pprof.Labels("projection", "shared-reader"), func(ctx context.Context) {
 		defer func() {
 			for _, f := range feeds {
 				close(f)
@@ -311,7 +316,7 @@ func (r *Runner) sharedFeed(ctx context.Context, head uint64) ([]chan batchOrErr
 			}
 			pos = batch[len(batch)-1].Position
 		}
-	}()
+	})
 	return feeds, nil
 }
 

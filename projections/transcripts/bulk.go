@@ -22,10 +22,10 @@ import (
 // BeginBulk drops Hermes' six FTS triggers, records metaBulk and starts a
 // builder per FTS table (ftsbuilder.go), which indexes in a scratch file
 // the messages each commit makes visible; Apply then writes only the plain
-// tables and the FTS tables' %_content (temporary triggers:
-// contentTriggers), one transaction per bulkCommitEvents events
-// (synchronous stays NORMAL: with so few commits it costs nothing), the
-// stream versions held in memory in between. After each commit the
+// tables, one transaction per bulkCommitEvents events (synchronous stays
+// NORMAL: with so few commits it costs nothing), the stream versions held
+// in memory in between. After each commit the FTS tables' %_content rows
+// of the messages it inserted are written (bulkcontent.go) and the
 // segments the builders finished since the last one are copied in
 // (copyBuilt), still unlisted in the file's structure record. EndBulk has
 // the builders index the rest and put right what changed behind them,
@@ -157,28 +157,6 @@ var changeTriggers = []string{
 		"INSERT OR IGNORE INTO bulk_fts_changed (id) VALUES (old.id), (new.id); END",
 }
 
-// contentTriggers are the temporary triggers that keep the %_content
-// shadow tables of both FTS tables as Hermes' FTS triggers would leave
-// them (one row per message: its id and ftsText) during a bulk load with
-// builders, so that only the index (%_data, %_idx, %_docsize) is copied in
-// at the end: the text is written once, by the apply, instead of copied
-// after it. Like changeTriggers they live on the writer connection only.
-var contentTriggers = func() []string {
-	var ins, del, upd []string
-	for _, table := range ftsTables {
-		c := "main." + table + "_content"
-		ins = append(ins, "INSERT INTO "+c+" (id, c0) VALUES (new.id, "+ftsTextOf("new")+");")
-		del = append(del, "DELETE FROM "+c+" WHERE id = old.id;")
-		upd = append(upd, "DELETE FROM "+c+" WHERE id = old.id;", "INSERT INTO "+c+" (id, c0) VALUES (new.id, "+ftsTextOf("new")+");")
-	}
-	return []string{
-		"CREATE TEMP TRIGGER IF NOT EXISTS bulk_fts_content_inserted AFTER INSERT ON main.messages BEGIN " + strings.Join(ins, " ") + " END",
-		"CREATE TEMP TRIGGER IF NOT EXISTS bulk_fts_content_deleted AFTER DELETE ON main.messages BEGIN " + strings.Join(del, " ") + " END",
-		"CREATE TEMP TRIGGER IF NOT EXISTS bulk_fts_content_updated AFTER UPDATE OF id, content, tool_name, tool_calls ON main.messages BEGIN " +
-			strings.Join(upd, " ") + " END",
-	}
-}()
-
 // startBuilders starts the builders of both FTS tables (see ftsBuilder) and
 // the triggers that record what changes behind them.
 func (p *Projection) startBuilders(ctx context.Context) error {
@@ -187,6 +165,11 @@ func (p *Projection) startBuilders(ctx context.Context) error {
 			return err
 		}
 	}
+	var done int64
+	if err := p.conn.QueryRowContext(ctx, "SELECT COALESCE(max(id), 0) FROM main."+ftsTables[0]+"_content").Scan(&done); err != nil {
+		return err
+	}
+	p.contentDone = done
 	for _, table := range ftsTables {
 		b, err := startFTSBuilder(p.path, table)
 		if err != nil {
@@ -288,10 +271,11 @@ func copyPassStmts(table, schema string, passes []builtPass) []string {
 	return stmts
 }
 
-// copyBuilt copies into the state file what the builders indexed since
-// the last copy (whole segments and their %_docsize rows), so that the
-// end of the load copies only its last pass. It runs between two bulk
-// transactions, and only for builders between passes (a builder in a
+// copyBuilt writes the %_content rows of the messages committed since
+// the last copy (bulkcontent.go) and copies into the state file what the
+// builders indexed since then (whole segments and their %_docsize rows),
+// so that the end of the load copies only its last pass. It runs between
+// two bulk transactions, and only for builders between passes (a builder in a
 // pass is copied next time; one whose scratch file was rewritten is
 // copied whole at the end). The index stays invisible until the end:
 // the state file's structure record lists no segment until installFTS.
@@ -308,6 +292,14 @@ func (p *Projection) copyBuilt(ctx context.Context) (err error) {
 			t.release()
 		}
 	}()
+	upto, err := maxMessageID(ctx, p.conn)
+	if err != nil {
+		return fmt.Errorf("copy built index: %w", err)
+	}
+	var stmts []string
+	if upto > p.contentDone {
+		stmts = contentCopyStmts(p.contentDone, upto)
+	}
 	for i, b := range p.builders {
 		passes, rewritten, release, ok := b.takePasses()
 		if !ok {
@@ -319,7 +311,7 @@ func (p *Projection) copyBuilt(ctx context.Context) (err error) {
 		}
 		ts = append(ts, taken{b: b, schema: "build" + strconv.Itoa(i), passes: passes, release: release})
 	}
-	if len(ts) == 0 {
+	if len(ts) == 0 && len(stmts) == 0 {
 		return nil
 	}
 	for _, t := range ts {
@@ -337,16 +329,18 @@ func (p *Projection) copyBuilt(ctx context.Context) (err error) {
 		return fmt.Errorf("copy built index: %w", err)
 	}
 	for _, t := range ts {
-		for _, stmt := range copyPassStmts(t.b.table, t.schema, t.passes) {
-			if _, err := p.conn.ExecContext(ctx, stmt); err != nil {
-				_, rbErr := p.conn.ExecContext(context.Background(), "ROLLBACK")
-				return errors.Join(fmt.Errorf("copy built index: %w", err), rbErr)
-			}
+		stmts = append(stmts, copyPassStmts(t.b.table, t.schema, t.passes)...)
+	}
+	for _, stmt := range stmts {
+		if _, err := p.conn.ExecContext(ctx, stmt); err != nil {
+			_, rbErr := p.conn.ExecContext(context.Background(), "ROLLBACK")
+			return errors.Join(fmt.Errorf("copy built index: %w", err), rbErr)
 		}
 	}
 	if _, err := p.conn.ExecContext(ctx, "COMMIT"); err != nil {
 		return fmt.Errorf("copy built index: %w", err)
 	}
+	p.contentDone = max(p.contentDone, upto)
 	for _, t := range ts {
 		t.b.copied(len(t.passes))
 	}
@@ -550,9 +544,9 @@ func buildFTS(ctx context.Context, src, scratch, table string) error {
 // installFTS fills the FTS tables in one transaction: each table of
 // copied gets the shadow tables of the scratch file attached under that
 // schema name once that file is complete (ready); with builders (a load
-// with builders, by table) %_content is already there (contentTriggers)
-// and, unless the builder's scratch file was rewritten, only what
-// copyBuilt did not copy is; a table not in copied
+// with builders, by table) %_content is written from the messages
+// (bulkcontent.go) and, unless the builder's scratch file was rewritten,
+// only what copyBuilt did not copy is; a table not in copied
 // (mainTable) is built here from the messages meanwhile. The triggers are
 // created again, the FTS configuration is left as Hermes' DDL made it and
 // metaBulk is cleared. It returns once every ready channel has answered.
@@ -593,16 +587,33 @@ func (p *Projection) installFTS(ctx context.Context, copied map[string]string, r
 		return nil
 	}
 	// Both FTS indexes are empty (a bulk load starts at position 0 and
-	// writes neither). Their %_content tables hold the text of every
-	// message when builders ran (contentTriggers), else they are emptied
-	// here and filled again with the indexes: a load finished by Open may
-	// have written some of them before it stopped.
+	// writes neither). Their %_content tables hold the text of the
+	// messages copied so far when builders ran (bulkcontent.go; the rest
+	// is written here), else they are emptied here and filled again with
+	// the indexes: a load finished by Open may have written some of them
+	// before it stopped.
 	var stmts []string
 	if !withBuilders {
 		// Segments copyBuilt copied before the load stopped go too.
 		for _, table := range ftsTables {
 			stmts = append(stmts, "DELETE FROM main."+table+"_content", "DELETE FROM main."+table+"_docsize",
 				"DELETE FROM main."+table+"_idx", "DELETE FROM main."+table+"_data WHERE id >= "+ftsFirstSegmentRow)
+		}
+	}
+	if withBuilders {
+		// The %_content rows of the last commit, and of any message
+		// inserted below an id already copied.
+		upto, err := maxMessageID(ctx, p.conn)
+		if err != nil {
+			return err
+		}
+		if upto > p.contentDone {
+			if err := exec(contentCopyStmts(p.contentDone, upto)...); err != nil {
+				return err
+			}
+		}
+		if err := p.contentFillMissing(ctx); err != nil {
+			return err
 		}
 	}
 	var restore []string

@@ -211,6 +211,11 @@ func TestBulkLoadInterruptedAfterCopyingPasses(t *testing.T) {
 		t.Fatalf("BeginBulk: %v", err)
 	}
 	applyBatches(t, p, envs, 200)
+	// copyBuilt runs between two bulk transactions (Apply calls it right
+	// after a commit); the last batches are still in an open one.
+	if err := p.commitBulkTx(ctx); err != nil {
+		t.Fatalf("commitBulkTx: %v", err)
+	}
 	// The builders index what the commits offered them; copy their
 	// passes once they are between two.
 	deadline := time.Now().Add(2 * time.Minute)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -106,7 +107,8 @@ func startFTSBuilder(src, table string) (_ *ftsBuilder, err error) {
 		}
 	}
 	b.started = true
-	go func() { b.result <- b.run(ctx) }()
+	// Labelled so that a CPU profile tells the builders apart.
+	go pprof.Do(ctx, pprof.Labels("fts-builder", table), func(ctx context.Context) { b.result <- b.run(ctx) })
 	return b, nil
 }
 

@@ -103,6 +103,9 @@ type Projection struct {
 	// builders index the messages of a bulk load as they are committed
 	// (see ftsBuilder); none on a load that Open finishes.
 	builders []*ftsBuilder
+	// contentDone is the highest message id whose FTS %_content rows a
+	// bulk load with builders has written (bulkcontent.go).
+	contentDone int64
 	// erasedSinceScrub is set by a batch holding an erasure and cleared
 	// by the Purge that scrubs the file's free space (vacuum.go).
 	// notScrubbedSinceOpen is set by Open: an erasure applied before a
