@@ -10,7 +10,7 @@ import (
 // message, 10% of the server's CPU with one appender. The writer keeps the
 // rows of its last commits here instead, exactly as it inserted them, and
 // a subscription caught up with the log takes them from memory; they are
-// decoded as rows read from the file are (decodeStored), so what a
+// decoded as rows read from the file are (decodeRows), so what a
 // projection receives does not depend on where the rows came from.
 
 // Bounds of the committed tail: a subscription further behind reads the
@@ -26,7 +26,7 @@ type tailRow struct {
 	stream, id, typ, data, meta   string
 }
 
-// eventRow is the row to decode (decodeRow).
+// eventRow is the row to decode (decodeRows).
 func (r tailRow) eventRow() eventRow {
 	return eventRow{position: r.position, version: r.version, recordedAt: r.recordedAt,
 		stream: r.stream, id: r.id, typ: r.typ, data: []byte(r.data), meta: []byte(r.meta)}
