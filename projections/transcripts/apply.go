@@ -288,19 +288,10 @@ func (a *applier) guard(env events.Envelope) (bool, error) {
 
 // flush writes the dirty versions, many to a statement.
 func (vs *streamVersions) flush(ctx context.Context, s *writeStatements) error {
-	for start, size := 0, 0; start < len(vs.order); start += size {
-		size = chunkSize(len(vs.order) - start)
-		st, err := s.multiStatement(ctx, multiStreamVersions, size)
-		if err != nil {
-			return err
-		}
-		args := make([]any, 0, size*2)
-		for _, stream := range vs.order[start : start+size] {
-			args = append(args, stream, int64(vs.versions[stream]))
-		}
-		if _, err := st.ExecContext(ctx, args...); err != nil {
-			return fmt.Errorf("write stream versions: %w", err)
-		}
+	if err := execMulti(ctx, s, multiStreamVersions, vs.order, func(args []any, stream string) []any {
+		return append(args, stream, int64(vs.versions[stream]))
+	}); err != nil {
+		return err
 	}
 	clear(vs.dirty)
 	vs.order = vs.order[:0]

@@ -313,8 +313,8 @@ func chunkSize(n int) int {
 // fires triggers, and FTS5 writes its pending index data out as a new
 // segment at every savepoint. One INSERT per message would write two tiny
 // FTS segments per message (and merge them later); one INSERT per batch
-// writes one of each (paddedMessageInsert). Each row has the id numbered for its event
-// (messageIDs).
+// writes one of each (paddedMessageInsert). Each row has the id numbered
+// for its event (messageIDs).
 func (a *applier) flush() error {
 	if len(a.pending) == 0 {
 		return nil
@@ -335,20 +335,10 @@ func (a *applier) flush() error {
 			return fmt.Errorf("insert messages: %w", err)
 		}
 	}
-	for start, size := 0, 0; start < len(a.pending); start += size {
-		size = chunkSize(len(a.pending) - start)
-		chunk := a.pending[start : start+size]
-		st, err := a.s.multiStatement(a.ctx, multiMessageEvents, len(chunk))
-		if err != nil {
-			return err
-		}
-		args := make([]any, 0, len(chunk)*4)
-		for _, m := range chunk {
-			args = append(args, int64(m.position), m.sessionID, m.id, 1)
-		}
-		if _, err := st.ExecContext(a.ctx, args...); err != nil {
-			return fmt.Errorf("insert message events: %w", err)
-		}
+	if err := execMulti(a.ctx, a.s, multiMessageEvents, a.pending, func(args []any, m pendingMessage) []any {
+		return append(args, int64(m.position), m.sessionID, m.id, 1)
+	}); err != nil {
+		return err
 	}
 	type counts struct{ messages, toolCalls int64 }
 	bySession := map[string]*counts{}
@@ -363,20 +353,11 @@ func (a *applier) flush() error {
 		c.messages++
 		c.toolCalls += toolCallCount(m.msg.ToolCalls)
 	}
-	for start, size := 0, 0; start < len(order); start += size {
-		size = chunkSize(len(order) - start)
-		st, err := a.s.multiStatement(a.ctx, multiSessionCounts, size)
-		if err != nil {
-			return err
-		}
-		args := make([]any, 0, size*3)
-		for _, id := range order[start : start+size] {
-			c := bySession[id]
-			args = append(args, id, c.messages, c.toolCalls)
-		}
-		if _, err := st.ExecContext(a.ctx, args...); err != nil {
-			return fmt.Errorf("add message counts: %w", err)
-		}
+	if err := execMulti(a.ctx, a.s, multiSessionCounts, order, func(args []any, id string) []any {
+		c := bySession[id]
+		return append(args, id, c.messages, c.toolCalls)
+	}); err != nil {
+		return err
 	}
 	a.pending = a.pending[:0]
 	return nil

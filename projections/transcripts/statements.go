@@ -240,3 +240,24 @@ func (s *writeStatements) multiStatement(ctx context.Context, kind string, rows 
 	s.multi[k] = st
 	return st, nil
 }
+
+// execMulti writes rows with the multi-row statements of kind, at most
+// chunkSize rows a statement; appendRow appends one row's parameters.
+func execMulti[T any](ctx context.Context, s *writeStatements, kind string, rows []T, appendRow func(args []any, row T) []any) error {
+	var args []any
+	for start, size := 0, 0; start < len(rows); start += size {
+		size = chunkSize(len(rows) - start)
+		st, err := s.multiStatement(ctx, kind, size)
+		if err != nil {
+			return err
+		}
+		args = args[:0]
+		for _, row := range rows[start : start+size] {
+			args = appendRow(args, row)
+		}
+		if _, err := st.ExecContext(ctx, args...); err != nil {
+			return fmt.Errorf("write %s: %w", kind, err)
+		}
+	}
+	return nil
+}
