@@ -67,11 +67,7 @@ func (r *recorder) Apply(_ context.Context, b []events.Envelope) error {
 // batches, and not otherwise.
 func TestBulkLoadOnlyFromZero(t *testing.T) {
 	ctx := context.Background()
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "events.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := openEventStore(t)
 	o := testfixtures.HistoryOptions{Events: 300, Lanes: 10, Seed: 1, Start: testfixtures.Date(2026, 1, 1, 0, 0, 0, 0)}
 	if err := testfixtures.LoadHistory(ctx, store, o, 4); err != nil {
 		t.Fatal(err)
@@ -103,11 +99,7 @@ func TestBulkLoadOnlyFromZero(t *testing.T) {
 // (it does not wait forever on the reader) and the other catches up.
 func TestSharedCatchUpSurvivesAFailingProjection(t *testing.T) {
 	ctx := context.Background()
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "events.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := openEventStore(t)
 	o := testfixtures.HistoryOptions{Events: 5 * projections.MaxBatch, Lanes: 10, Seed: 2, Start: testfixtures.Date(2026, 1, 1, 0, 0, 0, 0)}
 	if err := testfixtures.LoadHistory(ctx, store, o, 4); err != nil {
 		t.Fatal(err)

@@ -2,12 +2,10 @@ package projections_test
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"hermes/adapters/eventstore/sqlite"
 	"hermes/events"
 	"hermes/projections"
 )
@@ -61,11 +59,7 @@ func TestRunnerGathersUntilSomeoneWaits(t *testing.T) {
 	} {
 		t.Run(wait.name, func(t *testing.T) {
 			// Given a runner whose gather window never ends by itself
-			store, err := sqlite.Open(filepath.Join(t.TempDir(), "events.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer store.Close()
+			store := openEventStore(t)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			p := &gatherRecorder{}
@@ -130,11 +124,7 @@ func TestRunnerGathersUntilSomeoneWaits(t *testing.T) {
 // TestRunnerWithoutGatherAppliesAtOnce: with no gather window each event
 // is applied without anyone waiting for it.
 func TestRunnerWithoutGatherAppliesAtOnce(t *testing.T) {
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "events.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := openEventStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p := &gatherRecorder{}
@@ -183,11 +173,7 @@ func (r *appliedSignal) Apply(ctx context.Context, batch []events.Envelope) erro
 func TestRunnerGathersLongerWhileNobodyReads(t *testing.T) {
 	// Given a runner that applies at once while reads come, and gathers
 	// until a read waits while none do
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "events.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := openEventStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p := &appliedSignal{applied: make(chan []uint64, projections.QuietBatches+8)}

@@ -56,11 +56,7 @@ func TestRunnerRetriesStorageFull(t *testing.T) {
 		{"another error stops", 1, errors.New("boom"), nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store, err := sqlite.Open(filepath.Join(t.TempDir(), "events.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer store.Close()
+			store := openEventStore(t)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			res, err := store.Append(ctx, "s", events.AnyVersion(), []events.Proposed{{ID: "e1", Event: events.GatewayStarted{PID: 1}}})
@@ -111,4 +107,16 @@ func TestRunnerRetriesStorageFull(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openEventStore opens an empty event store in t's temporary directory,
+// closed when t ends.
+func openEventStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "events.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store
 }
