@@ -63,8 +63,11 @@ func (h Home) CheckNotRunning(rep *Report) error {
 		rep.Add(Info, "gateway.pid", "stale: pid %d is not running", rec.PID)
 		return nil
 	}
+	// An empty command line (a process in the middle of an exec, or one
+	// that exited and was not reaped yet) says nothing about what runs
+	// there: like an unreadable one, it does not make the pid stale.
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", rec.PID))
-	if err == nil && !looksLikeGateway(strings.ReplaceAll(string(cmdline), "\x00", " ")) {
+	if err == nil && len(cmdline) > 0 && !looksLikeGateway(strings.ReplaceAll(string(cmdline), "\x00", " ")) {
 		rep.Add(Info, "gateway.pid", "stale: pid %d is running but is not a Hermes gateway", rec.PID)
 		return nil
 	}
