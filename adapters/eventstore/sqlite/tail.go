@@ -37,8 +37,14 @@ func (r tailRow) eventRow() eventRow {
 // holds at that position; rows another process appended in between are a
 // gap, which sends the subscription to the file.
 type committedTail struct {
-	mu    sync.Mutex
+	mu sync.Mutex
+	// rows[head:] are the rows held; rows[:head] were dropped (and zeroed,
+	// so their content is not reachable). Dropping moves head, and the held
+	// rows are copied down only once the dropped ones are half the slice:
+	// copying the whole tail at every commit cost 2% of the server's CPU
+	// with one appender.
 	rows  []tailRow
+	head  int
 	bytes int
 }
 
@@ -51,17 +57,15 @@ func (t *committedTail) push(rows []tailRow) {
 		t.rows = append(t.rows, r)
 		t.bytes += r.size()
 	}
-	drop := 0
-	for drop < len(t.rows) && (len(t.rows)-drop > tailMaxRows || t.bytes > tailMaxBytes) {
-		t.bytes -= t.rows[drop].size()
-		drop++
+	for t.head < len(t.rows) && (len(t.rows)-t.head > tailMaxRows || t.bytes > tailMaxBytes) {
+		t.bytes -= t.rows[t.head].size()
+		t.rows[t.head] = tailRow{}
+		t.head++
 	}
-	if drop > 0 {
-		// Copy down instead of reslicing, so the array does not keep the
-		// dropped rows (and their content) reachable.
-		n := copy(t.rows, t.rows[drop:])
+	if t.head > 0 && t.head >= len(t.rows)/2 {
+		n := copy(t.rows, t.rows[t.head:])
 		clear(t.rows[n:])
-		t.rows = t.rows[:n]
+		t.rows, t.head = t.rows[:n], 0
 	}
 }
 
@@ -70,7 +74,7 @@ func (t *committedTail) clear() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	clear(t.rows)
-	t.rows, t.bytes = t.rows[:0], 0
+	t.rows, t.head, t.bytes = t.rows[:0], 0, 0
 }
 
 // after returns, as rows to decode, up to limit rows from position
@@ -80,20 +84,21 @@ func (t *committedTail) clear() {
 func (t *committedTail) after(after uint64, limit int) (rows []eventRow, more bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	held := t.rows[t.head:]
 	next := int64(after) + 1
-	i := sort.Search(len(t.rows), func(i int) bool { return t.rows[i].position >= next })
-	if i == len(t.rows) || t.rows[i].position != next {
+	i := sort.Search(len(held), func(i int) bool { return held[i].position >= next })
+	if i == len(held) || held[i].position != next {
 		return nil, false
 	}
 	end := i + 1
-	for end < len(t.rows) && end-i < limit && t.rows[end].position == t.rows[end-1].position+1 {
+	for end < len(held) && end-i < limit && held[end].position == held[end-1].position+1 {
 		end++
 	}
 	rows = make([]eventRow, 0, end-i)
-	for _, r := range t.rows[i:end] {
+	for _, r := range held[i:end] {
 		rows = append(rows, r.eventRow())
 	}
-	return rows, end < len(t.rows)
+	return rows, end < len(held)
 }
 
 func (r tailRow) size() int {

@@ -87,6 +87,29 @@ func TestCommittedTailBounds(t *testing.T) {
 	}
 }
 
+// Given commits long past the bounds, the tail holds exactly the last
+// tailMaxRows rows after each, its array stays within twice that, and the
+// slots of dropped rows hold nothing (their content is unreachable).
+func TestCommittedTailDropsWithoutKeepingContent(t *testing.T) {
+	var tail committedTail
+	for p := int64(1); p <= 5*tailMaxRows; p++ {
+		tail.push(tailRows(p))
+		held := int64(min(p, tailMaxRows))
+		rows, more := tail.after(uint64(p-held), tailMaxRows+1)
+		if int64(len(rows)) != held || more || rows[len(rows)-1].position != p {
+			t.Fatalf("after push %d: tail gives %d rows ending at %d, want the last %d", p, len(rows), rows[len(rows)-1].position, held)
+		}
+		if len(tail.rows) > 2*tailMaxRows {
+			t.Fatalf("after push %d: %d slots for %d rows", p, len(tail.rows), held)
+		}
+		for i, r := range tail.rows[:tail.head] {
+			if r != (tailRow{}) {
+				t.Fatalf("after push %d: dropped slot %d still holds position %d", p, i, r.position)
+			}
+		}
+	}
+}
+
 // receive reads n events from sub, failing after a minute.
 func receive(t *testing.T, sub events.Subscription, n int) []events.Envelope {
 	t.Helper()
