@@ -11,7 +11,8 @@ import (
 // Append writes proposed to the end of stream if its version satisfies
 // expected, and returns once the events are committed with
 // synchronous=FULL (on disk). Concurrent appends share one transaction and
-// one fsync. See [events.Store] for duplicates and errors; an event id
+// one fsync; a lone append (the writer idle) commits on the caller's
+// goroutine. See [events.Store] for duplicates and errors; an event id
 // already stored in another stream is also ErrInvalidAppend, since ids are
 // unique across the whole store.
 func (s *Store) Append(ctx context.Context, stream string, expected events.ExpectedVersion, proposed []events.Proposed) (events.AppendResult, error) {
@@ -21,6 +22,9 @@ func (s *Store) Append(ctx context.Context, stream string, expected events.Expec
 	r, err := newRequest(ctx, stream, expected, proposed)
 	if err != nil {
 		return events.AppendResult{}, err
+	}
+	if s.w.commitInline(r) {
+		return r.res, r.err
 	}
 	r.reply = make(chan reply, 1)
 	return s.w.submit(ctx, r)

@@ -68,7 +68,7 @@ func benchmarkAppend(b *testing.B, appenders int, streamOf func(g, i int) string
 	latencies := make([][]time.Duration, appenders)
 	var wg sync.WaitGroup
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu0 := time.Now(), benchCPU()
 	for g := range appenders {
 		wg.Go(func() {
 			versions := map[string]uint64{}
@@ -91,13 +91,16 @@ func benchmarkAppend(b *testing.B, appenders int, streamOf func(g, i int) string
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), benchCPU()-cpu0
 	b.StopTimer()
 	all := slices.Concat(latencies...)
 	slices.Sort(all)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
 	b.ReportMetric(float64(percentile(all, 50).Microseconds()), "p50-µs")
 	b.ReportMetric(float64(percentile(all, 99).Microseconds()), "p99-µs")
+	// CPU per append, what the process spent (the machine is shared, so
+	// wall-clock rates are noisy).
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
 }
 
 func percentile(sorted []time.Duration, p int) time.Duration {

@@ -1,10 +1,13 @@
 // Package sqlite is the embedded event store of hermes: an implementation of
 // [events.Store] on one SQLite file, for a single machine.
 //
-// Every append goes through one writer goroutine that owns the only write
-// connection of the process. It gathers the appends waiting at that moment
+// Every append goes through one writer that owns the only write connection
+// of the process. Its goroutine gathers the appends waiting at that moment
 // into one BEGIN IMMEDIATE transaction (group commit), so durability
 // (synchronous=FULL) costs one fsync per batch rather than one per append.
+// An append that finds the writer idle, with nobody to group with, commits
+// on its own goroutine instead, holding the writer as its goroutine would
+// (writer.go: commitInline), which spares two goroutine hand-offs.
 // Global positions are assigned by AUTOINCREMENT inside that transaction;
 // SQLite admits one writer at a time, so commit order is position order and
 // a catch-up reader that reads "position > checkpoint" can never skip an

@@ -36,7 +36,7 @@ const (
 func TestHelperProcess(t *testing.T) {
 	mode := os.Getenv(childModeEnv)
 	if mode == "" {
-		t.Skip("child process of TestCrashSafety and TestTwoProcessesContend")
+		t.Skip("child process of TestCrashSafety, TestTwoProcessesContend and TestPanicWhileCommittingInline")
 	}
 	path, name := os.Getenv(childFileEnv), os.Getenv(childNameEnv)
 	var err error
@@ -45,6 +45,8 @@ func TestHelperProcess(t *testing.T) {
 		err = appendUntilKilled(path, name)
 	case "contend":
 		err = appendWithExpectedVersions(path, name)
+	case "panic-inline":
+		err = panicWhileCommittingInline(path)
 	default:
 		err = fmt.Errorf("unknown child mode %q", mode)
 	}

@@ -85,7 +85,8 @@ func WithReadOnly() Option { return func(c *config) { c.readOnly = true } }
 func WithSoleWriter() Option { return func(c *config) { c.soleWriter = true } }
 
 // WithClock sets the clock that stamps RecordedAt (default time.Now). The
-// store reads it once per commit, on the writer goroutine.
+// store reads it once per commit, holding the writer (on the writer's
+// goroutine or on that of an append committed inline).
 func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
 
 // WithPollInterval sets how often a caught-up subscription looks for events

@@ -6,7 +6,9 @@ import (
 	"database/sql"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,7 +50,9 @@ type request struct {
 	expected events.ExpectedVersion
 	rows     []row
 	size     int
-	reply    chan reply // nil for an AppendBatch request
+	// reply is the channel a queued Append is answered on; nil for an
+	// Append committed inline and an AppendBatch request (answered).
+	reply chan reply
 	// erases: a row carries an erasure.
 	erases bool
 	// streamArg is stream as an INSERT argument; places holds the versions
@@ -63,9 +67,19 @@ type request struct {
 	base uint64 // stream version before the request's first event
 	res  events.AppendResult
 	err  error
-	// answered is set when res and err are the request's outcome; an
-	// AppendBatch request is answered there rather than through reply.
+	// answered is set when res and err are the request's outcome: how a
+	// request without a reply channel is answered.
 	answered bool
+}
+
+// answer gives r its outcome: on its reply channel when its appender waits
+// on one, in r itself otherwise.
+func (r *request) answer(res events.AppendResult, err error) {
+	if r.reply == nil {
+		r.res, r.err, r.answered = res, err, true
+		return
+	}
+	r.reply <- reply{res: res, err: err}
 }
 
 type reply struct {
@@ -73,9 +87,20 @@ type reply struct {
 	err error
 }
 
-// writer owns the single write connection. Only its goroutine touches the
-// connection, the statements and the caches, so none of them needs a lock.
+// writer owns the single write connection. Only the holder of mu touches
+// the connection, the statements, the caches and the rest of the writer's
+// state: the writer's goroutine, which holds it always except while it
+// waits for work (await), and then an appender that commits its own append
+// inline (commitInline).
 type writer struct {
+	mu sync.Mutex
+	// idle is set while the writer waits for work after a commit that
+	// answered at most one append: an appender may then commit inline.
+	// Appenders read it before they try mu, so that they leave mu alone
+	// while the writer is busy (with 64 appenders trying it, the writer
+	// waited for mu behind them: half the throughput, four times the p99).
+	idle atomic.Bool
+
 	db    *sql.DB
 	conn  *sql.Conn
 	clock func() time.Time
@@ -94,6 +119,10 @@ type writer struct {
 	done chan struct{}
 	// answered is how many requests the last commit answered.
 	answered int
+	// one is commitInline's batch; inlined counts the appends it answered
+	// (tests read it, holding mu).
+	one     [1]*request
+	inlined int
 
 	// versions caches the last version of streams as of the last commit of
 	// this connection; valid while dataVersion says no other connection
@@ -145,6 +174,78 @@ type writer struct {
 	unknown   []string
 }
 
+// commitInline commits r on the appending goroutine, without the writer's
+// goroutine, when the writer is idle: waiting for work (it let go of mu),
+// nothing queued, and its last commit answered one append. That is every
+// append of a lone appender, and for it handing the request to the writer
+// and the reply back is pure cost: two goroutine wake-ups, often on the
+// other processor through a futex, for a group commit that never has
+// anyone to group with. The request is committed exactly as the writer
+// commits a batch of one, holding mu as the writer does, so commits stay
+// serialised and published in order.
+//
+// It reports false, having done nothing, when the writer holds mu (a batch
+// or an op in progress), requests are queued, the last commit served
+// several appenders (they are about to come back, and the writer gathers
+// them into one commit), or the store is closing; r then goes through
+// submit, and concurrent appenders keep sharing their commits.
+//
+// r's context is checked before the commit, as the writer checks a queued
+// request's; the appender then has the outcome when the commit ends, where
+// a queued one may give up waiting (outcome unknown). That wait is one
+// commit: one fsync, or, while another process holds the write lock (never
+// under hermes serve, whose lock on the home keeps other writers out), the
+// busy timeout of each BEGIN IMMEDIATE attempt (beginAttempts).
+//
+// Measured side by side on the shared 2-core machine (load 3 to 6): a lone
+// appender's CPU per append fell by a third in BenchmarkAppend
+// (appenders=1: 180 to 120 µs; BenchmarkAppendLongStreams 166 to 121 µs).
+// Over HTTP (append_message, 1 writer, 23 alternating runs) the server's
+// CPU per message moved 0.514 to 0.511 ms (-0.5%, ±1%: within the noise);
+// the futex wake-ups it spares were 3% of that profile (2% after), not the
+// 6% of a quiet machine. 16 writers kept their group commits (0.241 ms per
+// message before and after, 6 runs).
+func (w *writer) commitInline(r *request) bool {
+	if !w.idle.Load() || len(w.reqs) > 0 || !w.mu.TryLock() {
+		return false
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			crash(p)
+		}
+		w.mu.Unlock()
+	}()
+	// The writer may have taken a request since.
+	if !w.idle.Load() || len(w.reqs) > 0 || w.stopping() {
+		return false
+	}
+	w.one[0] = r
+	w.commit(w.one[:])
+	w.one[0] = nil
+	w.inlined++
+	return true
+}
+
+// crash ends the process with p, raised while an appender held the writer,
+// as a panic on the writer's goroutine always did: recovered by the caller
+// (the HTTP server recovers its handlers' panics), it would leave the
+// connection in the middle of a transaction for the next commit. The
+// panicking goroutine keeps mu until the process is gone.
+func crash(p any) {
+	stack := debug.Stack()
+	go panic(fmt.Sprintf("%v [while committing inline]\n\n%s", p, stack))
+	select {}
+}
+
+func (w *writer) stopping() bool {
+	select {
+	case <-w.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // submit hands r to the writer and waits for its outcome. When ctx ends
 // first the outcome is unknown (the batch may still commit); retrying with
 // the same ids is safe.
@@ -173,9 +274,11 @@ func (w *writer) submit(ctx context.Context, r *request) (events.AppendResult, e
 
 // run is the writer goroutine: it takes whatever requests are queued, up to
 // the batch bounds, and commits them together. After stop it flushes what is
-// still queued, then returns.
+// still queued, then returns, keeping mu: no append commits inline once the
+// writer has stopped.
 func (w *writer) run() {
 	defer close(w.done)
+	w.mu.Lock()
 	batch := make([]*request, 0, maxBatchRequests)
 	var carry *request
 	stopping := false
@@ -185,14 +288,15 @@ func (w *writer) run() {
 		if carry != nil {
 			batch, size, carry = append(batch, carry), carry.size, nil
 		} else if !stopping {
-			select {
-			case r := <-w.reqs:
+			r, o, stop := w.await()
+			switch {
+			case r != nil:
 				batch, size = append(batch, r), r.size
-			case o := <-w.ops:
+			case o.run != nil:
 				o.reply <- o.run(w)
 				w.checkpointIfDue()
 				continue
-			case <-w.stop:
+			case stop:
 				stopping = true
 			}
 		}
@@ -220,6 +324,24 @@ func (w *writer) run() {
 		}
 		w.commit(batch)
 	}
+}
+
+// await waits for the next request, op or stop. The writer lets go of mu
+// only here, where it has nothing to do, so that an appender may commit
+// inline meanwhile (commitInline); it takes mu back, waiting for such a
+// commit to end, before it touches anything.
+func (w *writer) await() (r *request, o op, stop bool) {
+	w.idle.Store(w.answered <= 1)
+	w.mu.Unlock()
+	select {
+	case r = <-w.reqs:
+	case o = <-w.ops:
+	case <-w.stop:
+		stop = true
+	}
+	w.idle.Store(false)
+	w.mu.Lock()
+	return r, o, stop
 }
 
 // groupCommit commits r with the requests queued behind it, up to the
@@ -282,7 +404,7 @@ func (w *writer) commit(batch []*request) {
 	live := batch[:0]
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
-			r.reply <- reply{err: fmt.Errorf("append %s: %w", r.stream, err)}
+			r.answer(events.AppendResult{}, fmt.Errorf("append %s: %w", r.stream, err))
 			continue
 		}
 		live = append(live, r)
@@ -296,13 +418,13 @@ func (w *writer) commit(batch []*request) {
 		// once space returns.
 		err = storage.Classify(err)
 		for _, r := range live {
-			r.reply <- reply{err: fmt.Errorf("append %s: %w", r.stream, err)}
+			r.answer(events.AppendResult{}, fmt.Errorf("append %s: %w", r.stream, err))
 		}
 		return
 	}
 	w.collect(live)
 	for _, r := range live {
-		r.reply <- reply{res: r.res, err: r.err}
+		r.answer(r.res, r.err)
 	}
 	w.answered = len(live)
 	w.publish()
