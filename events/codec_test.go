@@ -568,3 +568,14 @@ func TestExpectedVersionString(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkEncodeMessage is the encoding of every appended message.
+func BenchmarkEncodeMessage(b *testing.B) {
+	e := events.MessageAppended{SessionID: "20260514_093015_a1b2c3d4", Message: goldenMessage(), At: goldenAt}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := events.Encode(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

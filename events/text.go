@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -109,33 +110,50 @@ func escapeAt(raw []byte, i int) (rune, bool) {
 func isHighSurrogate(r rune) bool { return 0xD800 <= r && r < 0xDC00 }
 func isLowSurrogate(r rune) bool  { return 0xDC00 <= r && r < 0xE000 }
 
-// validMessage returns m with its raw JSON fields made valid text.
-func validMessage(m Message) Message {
-	m.Content = validJSONText(m.Content)
-	m.ToolCalls = validJSONText(m.ToolCalls)
-	m.ReasoningDetails = validJSONText(m.ReasoningDetails)
-	m.CodexReasoningItems = validJSONText(m.CodexReasoningItems)
-	m.CodexMessageItems = validJSONText(m.CodexMessageItems)
-	return m
+// validMessage returns m with its raw JSON fields made valid text, and
+// whether any needed repair.
+func validMessage(m Message) (Message, bool) {
+	repaired := false
+	for _, f := range []*json.RawMessage{&m.Content, &m.ToolCalls, &m.ReasoningDetails, &m.CodexReasoningItems, &m.CodexMessageItems} {
+		v := validJSONText(*f)
+		if !sameBytes(v, *f) {
+			*f, repaired = v, true
+		}
+	}
+	return m, repaired
 }
 
-// validText returns e with the raw JSON it carries made valid text; events
-// without raw fields are returned as they are.
+// sameBytes reports whether a and b are the same slice of the same array
+// (validJSONText returns its argument itself when it needs no repair).
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// validText returns e with the raw JSON it carries made valid text; an
+// event that needs no repair is returned as it is, without boxing a copy
+// (a message's copy was two allocations of every append).
 func validText(e Event) Event {
-	switch e := e.(type) {
+	switch ev := e.(type) {
 	case MessageAppended:
-		e.Message = validMessage(e.Message)
-		return e
+		if m, repaired := validMessage(ev.Message); repaired {
+			ev.Message = m
+			return ev
+		}
 	case TranscriptRewritten:
-		if len(e.Messages) == 0 {
-			return e
+		var msgs []Message
+		for i, m := range ev.Messages {
+			m, repaired := validMessage(m)
+			if repaired && msgs == nil {
+				msgs = slices.Clone(ev.Messages)
+			}
+			if msgs != nil {
+				msgs[i] = m
+			}
 		}
-		msgs := make([]Message, len(e.Messages))
-		for i, m := range e.Messages {
-			msgs[i] = validMessage(m)
+		if msgs != nil {
+			ev.Messages = msgs
+			return ev
 		}
-		e.Messages = msgs
-		return e
 	}
 	return e
 }

@@ -121,3 +121,33 @@ func hasLoneSurrogate(t *testing.T, text []byte) bool {
 	}
 	return false
 }
+
+// Given a rewritten transcript whose later messages need repair and whose
+// earlier ones do not, when it is encoded, then every message is stored,
+// only the broken ones repaired, and the caller's messages are unchanged.
+func TestEncode_RepairsOnlyTheBrokenMessagesOfARewrite(t *testing.T) {
+	msgs := []events.Message{
+		{Role: "user", Content: json.RawMessage(`"fine"`)},
+		{Role: "assistant", Content: json.RawMessage("\"bad \xff\"")},
+		{Role: "user", Content: json.RawMessage(`"also fine"`)},
+	}
+	stored, err := events.Encode(events.TranscriptRewritten{SessionID: "s", Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := events.Decode(events.TypeTranscriptRewritten, stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range e.(events.TranscriptRewritten).Messages {
+		got = append(got, string(m.Content))
+	}
+	want := []string{`"fine"`, "\"bad \uFFFD\"", `"also fine"`}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("stored contents = %q, want %q", got, want)
+	}
+	if string(msgs[1].Content) != "\"bad \xff\"" {
+		t.Errorf("Encode changed the caller's message to %q", msgs[1].Content)
+	}
+}
