@@ -217,11 +217,8 @@ func (s *Server) appendCurrent(h handlerFunc) handlerFunc {
 		if !s.acksEarly() {
 			return s.current(h)(w, r)
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-		err := s.Runner.WaitAssigned(ctx, s.written.Load())
-		cancel()
-		if err != nil {
-			return fmt.Errorf("%w: read model: %v", errUnavailable, err)
+		if err := s.waitAssigned(r.Context(), s.written.Load()); err != nil {
+			return err
 		}
 		if pos, pending := s.Runner.PendingBarrier(); pending {
 			if err := s.freshAt(r.Context(), pos); err != nil {
@@ -230,6 +227,25 @@ func (s *Server) appendCurrent(h handlerFunc) handlerFunc {
 		}
 		return h(w, r)
 	}
+}
+
+// assignWait bounds how long an append waits for the runner to number an
+// event.
+const assignWait = 10 * time.Second
+
+// waitAssigned waits, up to assignWait, until the runner has numbered the
+// event at pos. The bound's timer is made only when it has not yet: the
+// wait before an append almost never waits.
+func (s *Server) waitAssigned(ctx context.Context, pos uint64) error {
+	if s.Runner.Assigned(pos) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, assignWait)
+	defer cancel()
+	if err := s.Runner.WaitAssigned(ctx, pos); err != nil {
+		return fmt.Errorf("%w: read model: %v", errUnavailable, err)
+	}
+	return nil
 }
 
 // AssignedMessages gives the ids numbered for a message event the read
@@ -246,11 +262,8 @@ type AssignedMessages interface {
 func (s *Server) appendedIDs(ctx context.Context, res commands.Appended) (transcripts.MessageRange, error) {
 	s.wrote(res.Position)
 	if s.acksEarly() {
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := s.Runner.WaitAssigned(wctx, res.MessagePosition)
-		cancel()
-		if err != nil {
-			return transcripts.MessageRange{}, fmt.Errorf("%w: read model: %v", errUnavailable, err)
+		if err := s.waitAssigned(ctx, res.MessagePosition); err != nil {
+			return transcripts.MessageRange{}, err
 		}
 		if ids, ok := s.Assigned.AssignedMessages(res.MessagePosition); ok {
 			return ids, nil

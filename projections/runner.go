@@ -642,6 +642,14 @@ func (r *Runner) setAssigned(pos, barrier uint64) {
 	r.changed = make(chan struct{})
 }
 
+// Assigned reports, without waiting, whether WaitAssigned(pos) would
+// return at once without an error.
+func (r *Runner) Assigned(pos uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.assigned >= pos || r.minApplied() >= pos
+}
+
 // WaitAssigned blocks until the runner has received the event at pos and
 // let every [Assigner] number it (or every projection applied it), the
 // runner failed, or ctx is done. It does not hurry the batch being

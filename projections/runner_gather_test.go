@@ -100,6 +100,9 @@ func TestRunnerGathersUntilSomeoneWaits(t *testing.T) {
 			if len(batches) != 0 || r.Applied() != 0 {
 				t.Fatalf("applied %v (Applied %d) while nobody waits, want nothing yet", batches, r.Applied())
 			}
+			if !r.Assigned(last) || r.Assigned(last+1) {
+				t.Fatalf("Assigned(%d), Assigned(%d) = %v, %v; want true, false", last, last+1, r.Assigned(last), r.Assigned(last+1))
+			}
 			if pos, pending := r.PendingBarrier(); !pending || pos != assigned[1] {
 				t.Fatalf("PendingBarrier() = %d, %v; want the barrier at %d pending", pos, pending, assigned[1])
 			}
