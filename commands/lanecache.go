@@ -148,7 +148,7 @@ func (c *laneCache) len() int {
 // where slot is the size of what follows it. A lane put again is written
 // over its entry when it fits there (a touch changes a few bytes), else
 // appended; the bytes of entries left behind (dead) are reclaimed by
-// copying the live entries to a new slab once they are a quarter of it.
+// copying the live entries to a new slab once they are an eighth of it.
 type laneShard struct {
 	mu      sync.RWMutex
 	index   map[uint64]uint32 // stream hash -> offset of its entry in slab
@@ -191,6 +191,10 @@ func (s *laneShard) slotAt(off uint32) (size, header int) {
 	return n + int(slot), n
 }
 
+// touchRoom is what an entry may grow in place: a touch moves the lane's
+// version and time, whose varints may take a byte or two more.
+const touchRoom = 4
+
 // store writes the entry of stream, over its old one when it fits.
 func (s *laneShard) store(h uint64, stream string, packed []byte) {
 	need := uvarintLen(len(stream)) + len(stream) + uvarintLen(len(packed)) + len(packed)
@@ -203,12 +207,12 @@ func (s *laneShard) store(h uint64, stream string, packed []byte) {
 		}
 		s.remove(h)
 	}
-	slot := need + need/16 + 4 // room for the next touches in place
+	slot := need + touchRoom
 	size := uvarintLen(slot) + slot
 	if len(s.slab)+size > math.MaxUint32 {
 		return // not cached: read from the store when next used
 	}
-	if s.dead > len(s.slab)/4 && cap(s.slab)-len(s.slab) < size {
+	if s.dead > len(s.slab)/8 && cap(s.slab)-len(s.slab) < size {
 		s.compact(size)
 	}
 	if s.index == nil {
@@ -255,7 +259,7 @@ func (s *laneShard) evict(n int) {
 // bytes.
 func (s *laneShard) compact(extra int) {
 	live := len(s.slab) - s.dead
-	slab := make([]byte, 0, live+live/4+extra)
+	slab := make([]byte, 0, live+live/8+extra)
 	for h, off := range s.index {
 		size, _ := s.slotAt(off)
 		s.index[h] = uint32(len(slab))
