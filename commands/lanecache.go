@@ -148,7 +148,9 @@ func (c *laneCache) len() int {
 // where slot is the size of what follows it. A lane put again is written
 // over its entry when it fits there (a touch changes a few bytes), else
 // appended; the bytes of entries left behind (dead) are reclaimed by
-// copying the live entries to a new slab once they are an eighth of it.
+// copying the live entries to a new slab once they are a third of it (so
+// each byte that dies costs at most two bytes copied: a sweep moves the
+// entry of every lane it changes).
 type laneShard struct {
 	mu      sync.RWMutex
 	index   map[uint64]uint32 // stream hash -> offset of its entry in slab
@@ -191,9 +193,13 @@ func (s *laneShard) slotAt(off uint32) (size, header int) {
 	return n + int(slot), n
 }
 
-// touchRoom is what an entry may grow in place: a touch moves the lane's
-// version and time, whose varints may take a byte or two more.
-const touchRoom = 4
+// touchRoom is what an entry may grow in place. A touch moves the lane's
+// version and time, whose varints may take a byte or two more; a restart
+// sweep's resume mark adds a reason and a time (about 25 bytes) to every
+// lane it changes, and entries that moved cost the sweep a compaction of
+// every shard (SUSPEND=1 p7-rss-mem.sh: 10-30% more server CPU per sweep
+// with 4 bytes of room, none with 32).
+const touchRoom = 32
 
 // store writes the entry of stream, over its old one when it fits.
 func (s *laneShard) store(h uint64, stream string, packed []byte) {
@@ -212,7 +218,7 @@ func (s *laneShard) store(h uint64, stream string, packed []byte) {
 	if len(s.slab)+size > math.MaxUint32 {
 		return // not cached: read from the store when next used
 	}
-	if s.dead > len(s.slab)/8 && cap(s.slab)-len(s.slab) < size {
+	if s.dead > len(s.slab)/3 && cap(s.slab)-len(s.slab) < size {
 		s.compact(size)
 	}
 	if s.index == nil {
