@@ -104,6 +104,10 @@ func hostAllowed(hostport string, hosts map[string]bool) bool {
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
 	}
+	switch host {
+	case "127.0.0.1", "::1":
+		return true // what local clients send, without parsing it as an IP
+	}
 	host = normalizeHost(host)
 	if host == "" || host == "localhost" {
 		// No Host at all is an HTTP/1.0 client (net/http refuses an

@@ -47,7 +47,7 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.wrote(res.Position)
-	return respond(w, resolveResponse{Entry: NewEntry(res.Lane, res.Version), Created: res.Created, ResetReason: nullable(res.ResetReason)})
+	return respondResolved(w, resolveResponse{Entry: NewEntry(res.Lane, res.Version), Created: res.Created, ResetReason: nullable(res.ResetReason)})
 }
 
 type sessionsResponse struct {

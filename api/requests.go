@@ -133,12 +133,12 @@ func (s sourceRequest) validate() error {
 	}
 	// The ids become parts of the session key; the names are shown. Both
 	// are bounded, valid UTF-8 and free of NUL.
-	for _, f := range []struct{ name, v string }{
+	for _, f := range [...]struct{ name, v string }{
 		{"platform", s.Platform}, {"chat_id", *s.ChatID}, {"chat_name", s.ChatName}, {"user_id", s.UserID},
 		{"user_name", s.UserName}, {"thread_id", s.ThreadID}, {"chat_topic", s.ChatTopic}, {"user_id_alt", s.UserIDAlt},
 		{"chat_id_alt", s.ChatIDAlt}, {"guild_id", s.GuildID}, {"parent_chat_id", s.ParentChatID}, {"message_id", s.MessageID},
 	} {
-		if err := checkText("source."+f.name, f.v, maxSourceField); err != nil {
+		if err := checkTextOf("source.", f.name, f.v, maxSourceField); err != nil {
 			return err
 		}
 	}
@@ -430,7 +430,7 @@ type messageRequest struct {
 const maxMessageField = 1024
 
 func (m messageRequest) validate() error {
-	for _, f := range []struct{ name, v string }{
+	for _, f := range [...]struct{ name, v string }{
 		{"tool_call_id", m.ToolCallID}, {"tool_name", m.ToolName}, {"finish_reason", m.FinishReason},
 	} {
 		if err := checkText(f.name, f.v, maxMessageField); err != nil {

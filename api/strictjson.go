@@ -347,14 +347,18 @@ func fieldTypeOf(fields []structField, name string) reflect.Type {
 
 // checkText refuses a string that is not valid UTF-8, has a NUL byte or is
 // longer than max bytes; field names it in the refusal.
-func checkText(field, v string, max int) error {
+func checkText(field, v string, max int) error { return checkTextOf("", field, v, max) }
+
+// checkTextOf is checkText of the field named prefix+field: the name is
+// only put together for a refusal.
+func checkTextOf(prefix, field, v string, max int) error {
 	switch {
 	case len(v) > max:
-		return fmt.Errorf("%w: %s is longer than %d bytes", errBadRequest, field, max)
+		return fmt.Errorf("%w: %s%s is longer than %d bytes", errBadRequest, prefix, field, max)
 	case !utf8.ValidString(v):
-		return fmt.Errorf("%w: %s is not valid UTF-8", errBadRequest, field)
+		return fmt.Errorf("%w: %s%s is not valid UTF-8", errBadRequest, prefix, field)
 	case strings.IndexByte(v, 0) >= 0:
-		return fmt.Errorf("%w: %s contains a NUL byte", errBadRequest, field)
+		return fmt.Errorf("%w: %s%s contains a NUL byte", errBadRequest, prefix, field)
 	}
 	return nil
 }

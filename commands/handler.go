@@ -3,7 +3,6 @@ package commands
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -394,91 +393,6 @@ func (k *keyedMutex) lock(key string) (unlock func()) {
 		}
 		k.mu.Unlock()
 	}
-}
-
-// DefaultCachedLanes bounds the lane cache unless [WithCachedLanes] says
-// otherwise: about 300 bytes a lane resident (packed state, key and map
-// entry), so 60 MB when full. Past the bound an arbitrary 1/64 of the
-// entries is dropped and reloaded on demand (a snapshot and a stream read).
-const DefaultCachedLanes = 200_000
-
-// laneCache holds lane states this process has loaded or written, packed
-// (packedlane.go). An append never trusts it over the store: it carries
-// the cached version as its expectation, and a conflict drops the entry. A
-// command that appends nothing trusts it only when the handler is the
-// store's only writer (WithSoleWriter).
-type laneCache struct {
-	mu    sync.RWMutex
-	lanes map[string]packedLane
-	// max bounds len(lanes).
-	max int
-}
-
-func (c *laneCache) get(stream string) (laneState, bool) {
-	c.mu.RLock()
-	p, ok := c.lanes[stream]
-	c.mu.RUnlock()
-	if !ok {
-		return laneState{}, false
-	}
-	st, err := p.unpack()
-	if err != nil {
-		c.drop(stream) // read from the store instead
-		return laneState{}, false
-	}
-	return st, true
-}
-
-func (c *laneCache) put(stream string, st laneState) {
-	p := packLane(st)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.lanes == nil {
-		c.lanes = make(map[string]packedLane)
-	}
-	cur, cached := c.lanes[stream]
-	if v, n := binary.Uvarint(cur); cached && n > 0 && v > st.version {
-		return
-	}
-	if !cached && len(c.lanes) >= c.max {
-		drop := max(c.max/64, 1)
-		for k := range c.lanes {
-			if drop == 0 {
-				break
-			}
-			delete(c.lanes, k)
-			drop--
-		}
-	}
-	c.lanes[stream] = p
-}
-
-// install puts next, the lane an append moved from version from (its
-// version is next's), in place of the cached lane at from. A lane cached
-// at another version is dropped (the next load reads it), unless it is
-// already at or past next's; a lane not cached stays so.
-func (c *laneCache) install(stream string, from uint64, next packedLane) {
-	to, n := binary.Uvarint(next)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	packed, ok := c.lanes[stream]
-	if !ok {
-		return
-	}
-	cur, m := binary.Uvarint(packed)
-	switch {
-	case n <= 0 || m <= 0 || (cur != from && cur < to):
-		delete(c.lanes, stream)
-	case cur >= to:
-	default:
-		c.lanes[stream] = next
-	}
-}
-
-func (c *laneCache) drop(stream string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.lanes, stream)
 }
 
 func isNotFound(err error) bool { return errors.Is(err, events.ErrStreamNotFound) }

@@ -24,8 +24,12 @@ var errPackedLane = errors.New("packed lane is truncated")
 
 // packLane packs st (its eventID is not kept).
 func packLane(st laneState) packedLane {
+	return appendPackedLane(make([]byte, 0, 160+len(st.lane.SessionKey)+len(st.lane.SessionID)), st)
+}
+
+// appendPackedLane appends st packed to b.
+func appendPackedLane(b []byte, st laneState) packedLane {
 	l := st.lane
-	b := make([]byte, 0, 160+len(l.SessionKey)+len(l.SessionID))
 	b = binary.AppendUvarint(b, st.version)
 	for _, s := range []string{l.SessionKey, l.SessionID, l.Origin.Platform, l.Origin.ChatID,
 		l.Origin.ChatName, l.Origin.ChatType, l.Origin.UserID, l.Origin.UserName, l.Origin.ThreadID,
