@@ -131,8 +131,11 @@ func (m *Metrics) middleware(next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r)
 		route := "unmatched"
-		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
-			route = rc.RoutePattern()
+		if rc := chi.RouteContext(r.Context()); rc != nil {
+			// RoutePattern joins the pattern anew at each call.
+			if pattern := rc.RoutePattern(); pattern != "" {
+				route = pattern
+			}
 		}
 		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
 		m.reqLatency.WithLabelValues(route).Observe(time.Since(start).Seconds())
