@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"hermes/projections/sessions"
 )
 
 // Every resolve answers one Entry, and encoding/json (reflection, a
@@ -48,14 +50,9 @@ func (v resolveResponse) appendJSON(b []byte) ([]byte, bool) {
 func (e Entry) appendJSON(b []byte) ([]byte, bool) {
 	ok := true
 	str := func(name, v string) {
-		b = append(b, name...)
-		if !plainJSONString(v) {
-			ok = false
-			return
-		}
-		b = append(b, '"')
-		b = append(b, v...)
-		b = append(b, '"')
+		var fine bool
+		b, fine = appendPlainString(append(b, name...), v)
+		ok = ok && fine
 	}
 	optional := func(name string, v *string) {
 		b = append(b, name...)
@@ -124,14 +121,9 @@ func (s Source) appendJSON(b []byte) ([]byte, bool) {
 		if omitEmpty && v == "" {
 			return
 		}
-		b = append(b, name...)
-		if !plainJSONString(v) {
-			ok = false
-			return
-		}
-		b = append(b, '"')
-		b = append(b, v...)
-		b = append(b, '"')
+		var fine bool
+		b, fine = appendPlainString(append(b, name...), v)
+		ok = ok && fine
 	}
 	str(`{"platform":`, s.Platform, false)
 	str(`,"chat_id":`, s.ChatID, false)
@@ -170,34 +162,27 @@ func appendOptionalString(b []byte, s *string) ([]byte, bool) {
 	if s == nil {
 		return append(b, "null"...), true
 	}
-	if !plainJSONString(*s) {
+	return appendPlainString(b, *s)
+}
+
+// appendPlainString appends s as json.Marshal writes it, or reports false
+// (b is then garbage) when json would escape any of it.
+func appendPlainString(b []byte, s string) ([]byte, bool) {
+	if !plainJSONString(s) {
 		return b, false
 	}
 	b = append(b, '"')
-	b = append(b, *s...)
+	b = append(b, s...)
 	return append(b, '"'), true
 }
 
-// appendJSONFloat appends f as encoding/json writes a float64 (the
-// shortest decimal, in exponent form below 1e-6 and from 1e21, with a
-// one-digit negative exponent shortened: 1e-07 is 1e-7), or reports false
-// for NaN and the infinities, which json refuses.
+// appendJSONFloat appends f as encoding/json writes a float64, or reports
+// false for NaN and the infinities, which json refuses.
 func appendJSONFloat(b []byte, f float64) ([]byte, bool) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return b, false
 	}
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' {
-		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b, true
+	return sessions.AppendJSONFloat(b, f), true
 }
 
 // plainJSONString reports whether json, without HTML escaping, writes every

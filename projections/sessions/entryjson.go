@@ -124,7 +124,7 @@ func appendEntry(b []byte, e *exportLane, loc *time.Location, fallback *noEscape
 	num(`"total_tokens": `, l.TotalTokens)
 	num(`"last_prompt_tokens": `, l.LastPromptTokens)
 	b = append(b, entryIndent+`"estimated_cost_usd": `...)
-	b = appendFloat(b, finiteCost(l.EstimatedCostUSD))
+	b = AppendJSONFloat(b, finiteCost(l.EstimatedCostUSD))
 	b = append(b, ',')
 	str(`"cost_status": `, l.CostStatus)
 	flag(`"memory_flushed": `, l.ExpiryFinalized)
@@ -300,10 +300,11 @@ func appendString(b []byte, s string, fallback *noEscapeEncoder) ([]byte, error)
 	return append(b, buf.Bytes()...), nil
 }
 
-// appendFloat appends f as encoding/json writes a float64: the shortest
-// decimal, in exponent form below 1e-6 and from 1e21, with a one-digit
-// negative exponent where json shortens it (1e-07 becomes 1e-7).
-func appendFloat(b []byte, f float64) []byte {
+// AppendJSONFloat appends f, a finite number, as encoding/json writes a
+// float64: the shortest decimal, in exponent form below 1e-6 and from 1e21,
+// with a one-digit negative exponent where json shortens it (1e-07 becomes
+// 1e-7). The API's hand-written answers use it too.
+func AppendJSONFloat(b []byte, f float64) []byte {
 	format := byte('f')
 	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
 		format = 'e'

@@ -184,8 +184,8 @@ func TestAppendFloatWritesWhatJSONWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := appendFloat(nil, f); !bytes.Equal(got, want) {
-			t.Fatalf("appendFloat(%v) = %s, want %s", f, got, want)
+		if got := AppendJSONFloat(nil, f); !bytes.Equal(got, want) {
+			t.Fatalf("AppendJSONFloat(%v) = %s, want %s", f, got, want)
 		}
 	})
 }
