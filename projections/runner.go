@@ -647,6 +647,12 @@ func (r *Runner) setAssigned(pos, barrier uint64) {
 func (r *Runner) Assigned(pos uint64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.assignedLocked(pos)
+}
+
+// assignedLocked says whether the event at pos was numbered (or applied by
+// every projection); r.mu is held.
+func (r *Runner) assignedLocked(pos uint64) bool {
 	return r.assigned >= pos || r.minApplied() >= pos
 }
 
@@ -658,7 +664,7 @@ func (r *Runner) Assigned(pos uint64) bool {
 func (r *Runner) WaitAssigned(ctx context.Context, pos uint64) error {
 	for {
 		r.mu.Lock()
-		done, err, changed := r.assigned >= pos || r.minApplied() >= pos, r.err, r.changed
+		done, err, changed := r.assignedLocked(pos), r.err, r.changed
 		r.mu.Unlock()
 		if done {
 			return nil
