@@ -15,12 +15,14 @@ from .errors import (
     HermesInvalidArgument,
     HermesNotFound,
     HermesUnavailable,
+    HermesUnsupportedChange,
 )
 from .session import Platform, SessionEntry, SessionSource, SessionStore, build_session_key
 from .state import SessionDB
 
 __all__ = [
     "HermesConflict", "HermesError", "HermesInvalidArgument", "HermesNotFound", "HermesUnavailable",
+    "HermesUnsupportedChange",
     "Platform", "SessionDB", "SessionEntry", "SessionSource", "SessionStore", "Transport",
     "build_session_key",
 ]
