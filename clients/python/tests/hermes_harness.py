@@ -128,3 +128,21 @@ class Server:
 
 def dump(obj: Any) -> str:
     return json.dumps(obj, indent=1, default=str)
+
+
+UPSTREAM_COMMIT = "5e01a5dbf1b7bc0144d9057be706da1ea9f065c3"
+
+
+def upstream_tree() -> str:
+    """hermes-agent at UPSTREAM_COMMIT, unmodified: HERMES_AGENT_SRC, else
+    ../shared/upstream/hermes-agent-5e01a5db beside the repository. Without
+    it the test skips, except under CI where it fails."""
+    path = os.environ.get("HERMES_AGENT_SRC") or os.path.join(
+        os.path.dirname(REPO), "shared", "upstream", "hermes-agent-" + UPSTREAM_COMMIT[:8])
+    if os.path.isfile(os.path.join(path, "gateway", "run.py")):
+        return path
+    msg = (f"upstream hermes-agent not found at {path} (set HERMES_AGENT_SRC or put "
+           f"../shared/upstream/hermes-agent-{UPSTREAM_COMMIT[:8]} beside the repository)")
+    if os.environ.get("CI"):
+        raise AssertionError(msg)
+    raise unittest.SkipTest(msg)
