@@ -965,8 +965,8 @@ class SessionStore:
         if self._key_route:
             try:
                 return self._http.post("/sessions/key", {"source": _source_wire(source)})["session_key"]
-            except HermesNotFound as e:
-                if "no route" not in e.message:
+            except HermesError as e:
+                if not (e.status == 405 or (e.status == 404 and "no route" in e.message)):
                     raise
                 self._key_route = False
                 logger.warning("hermes at %s has no POST /v1/sessions/key; session keys are computed "
