@@ -215,3 +215,25 @@ func nonNil(keys []string) []string {
 	}
 	return keys
 }
+
+// GatewayRunsFrom is the state of a gateway's run stream told by its last
+// event alone, which is enough to decide on its last run: a run's start,
+// a lease renewal (the run id is its holder, and it was renewed for
+// Until - At), or the run's end. The run's other details (pid, host, start)
+// are the read model's.
+func GatewayRunsFrom(last events.Event) GatewayRuns {
+	switch e := last.(type) {
+	case events.LeaseAcquired:
+		return GatewayRuns{Last: GatewayRun{RunID: e.Holder, LeaseUntil: e.Until,
+			LeaseSeconds: int(e.Until.Sub(e.At).Round(time.Second) / time.Second), State: RunRunning}}
+	case events.LeaseRenewed:
+		return GatewayRuns{Last: GatewayRun{RunID: e.Holder, LeaseUntil: e.Until,
+			LeaseSeconds: int(e.Until.Sub(e.At).Round(time.Second) / time.Second), State: RunRunning}}
+	case events.GatewayRunStopped:
+		return GatewayRuns{}.Evolve(events.GatewayRunStarted{RunID: e.RunID}).Evolve(e)
+	case events.GatewayRunLost:
+		return GatewayRuns{Last: GatewayRun{RunID: e.RunID, LeaseUntil: e.LeaseUntil, State: RunLost, EndedAt: e.At,
+			Cause: e.Cause, Cut: e.OpenLanes}}
+	}
+	return GatewayRuns{}.Evolve(last)
+}

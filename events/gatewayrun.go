@@ -88,3 +88,14 @@ func (e GatewayRunLost) OccurredAt() time.Time    { return e.At }
 func (GatewayRunStarted) isEvent() {}
 func (GatewayRunStopped) isEvent() {}
 func (GatewayRunLost) isEvent()    {}
+
+// GatewayRunTag is the [Metadata.GatewayRun] of a turn of run runID of
+// gateway: "<gateway>/<run id>".
+func GatewayRunTag(gateway, runID string) string { return gateway + "/" + runID }
+
+// ParseGatewayRunTag splits a [Metadata.GatewayRun]; false for "" or a tag
+// without its two parts.
+func ParseGatewayRunTag(tag string) (gateway, runID string, ok bool) {
+	gateway, runID, ok = strings.Cut(tag, "/")
+	return gateway, runID, ok && gateway != "" && runID != ""
+}
