@@ -28,9 +28,11 @@ func TestLane_EntryChanges(t *testing.T) {
 			When:  func(l domain.Lane) ([]events.Event, error) { return l.Compress(cont, sid, true, soon) },
 		},
 		{
-			Name:    "a split decided on a session the lane left is refused",
-			Given:   []events.Event{created(t0), reset},
-			When:    func(l domain.Lane) ([]events.Event, error) { return l.Compress("20260509_110000_dddddddd", sid, true, soon) },
+			Name:  "a split decided on a session the lane left is refused",
+			Given: []events.Event{created(t0), reset},
+			When: func(l domain.Lane) ([]events.Event, error) {
+				return l.Compress("20260509_110000_dddddddd", sid, true, soon)
+			},
 			ThenErr: domain.ErrSessionMoved,
 		},
 		{

@@ -96,8 +96,10 @@ func TestGatewayRuns_Decide(t *testing.T) {
 		{
 			name:  "a stop records the turns it cut",
 			given: []events.Event{started},
-			when:  func(g domain.GatewayRuns) ([]events.Event, error) { return g.StopRun("r1", true, []string{"k1"}, later) },
-			want:  []events.Event{events.GatewayRunStopped{RunID: "r1", Restart: true, OpenLanes: []string{"k1"}, At: later}},
+			when: func(g domain.GatewayRuns) ([]events.Event, error) {
+				return g.StopRun("r1", true, []string{"k1"}, later)
+			},
+			want: []events.Event{events.GatewayRunStopped{RunID: "r1", Restart: true, OpenLanes: []string{"k1"}, At: later}},
 		},
 		{
 			name:  "a second stop changes nothing",
@@ -128,7 +130,9 @@ func TestGatewayRuns_Decide(t *testing.T) {
 		{
 			name:  "a renewed lease keeps the run",
 			given: []events.Event{started, events.LeaseRenewed{Holder: "r1", Until: t0.Add(2 * lease), At: later}},
-			when:  func(g domain.GatewayRuns) ([]events.Event, error) { return g.LoseExpired("r1", time.Time{}, nil, t0.Add(lease)), nil },
+			when: func(g domain.GatewayRuns) ([]events.Event, error) {
+				return g.LoseExpired("r1", time.Time{}, nil, t0.Add(lease)), nil
+			},
 		},
 		{
 			name:  "after a hermes start the run has a lease's grace",

@@ -37,7 +37,9 @@ func TestHandoff_Decide(t *testing.T) {
 		{name: "completion is recorded whatever the state", when: func(h domain.Handoff) ([]events.Event, error) { return h.CompleteHandoff(sid, t0), nil },
 			want: []events.Event{events.HandoffCompleted{SessionID: sid, At: t0}}},
 		{name: "a failure keeps 500 characters of its reason", given: events.HandoffStateRunning,
-			when: func(h domain.Handoff) ([]events.Event, error) { return h.FailHandoff(sid, strings.Repeat("é", 600), t0) },
+			when: func(h domain.Handoff) ([]events.Event, error) {
+				return h.FailHandoff(sid, strings.Repeat("é", 600), t0)
+			},
 			want: []events.Event{events.HandoffFailed{SessionID: sid, Error: strings.Repeat("é", 500), At: t0}}},
 	}
 	for _, tt := range tests {
@@ -132,4 +134,3 @@ func TestTopicChat_Decide(t *testing.T) {
 		})
 	}
 }
-

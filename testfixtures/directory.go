@@ -41,7 +41,9 @@ func (d StoreDirectory) SessionKeys(ctx context.Context) ([]string, error) {
 
 // OpenTurnKeys lists every lane (the commands read each and keep those with
 // a turn open): the slow, obviously right OpenTurnDirectory.
-func (d StoreDirectory) OpenTurnKeys(ctx context.Context) ([]string, error) { return d.SessionKeys(ctx) }
+func (d StoreDirectory) OpenTurnKeys(ctx context.Context) ([]string, error) {
+	return d.SessionKeys(ctx)
+}
 
 // RunUsed reports whether the log holds a start of run runID of gateway.
 func (d StoreDirectory) RunUsed(ctx context.Context, gateway, runID string) (bool, error) {
