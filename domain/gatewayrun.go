@@ -50,6 +50,9 @@ type GatewayRun struct {
 	Cause   string
 	// Cut are the lanes whose turn the run's end cut.
 	Cut []string
+	// Position is the log position of the run's start (set by the read
+	// model, which orders runs by it; 0 in a decision).
+	Position uint64
 }
 
 // Running reports whether the run is open.

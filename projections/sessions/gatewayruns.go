@@ -34,6 +34,7 @@ const gatewayRunsSQL = `CREATE TABLE gateway_runs (
 	restart       INTEGER NOT NULL,
 	cause         TEXT NOT NULL,
 	cut           TEXT NOT NULL,
+	position      INTEGER NOT NULL,
 	PRIMARY KEY (gateway, run_id)
 );
 CREATE INDEX gateway_runs_running ON gateway_runs(gateway) WHERE state = 'running';`
@@ -41,7 +42,7 @@ CREATE INDEX gateway_runs_running ON gateway_runs(gateway) WHERE state = 'runnin
 // gatewayCountNode is the node a gateway's run ends count under.
 func gatewayCountNode(gateway string) string { return "gateway:" + gateway }
 
-const runColumns = `gateway, run_id, pid, host, started_at, lease_seconds, lease_until, state, ended_at, restart, cause, cut`
+const runColumns = `gateway, run_id, pid, host, started_at, lease_seconds, lease_until, state, ended_at, restart, cause, cut, position`
 
 func runValues(r domain.GatewayRun) ([]any, error) {
 	cut, err := json.Marshal(nonNilKeys(r.Cut))
@@ -49,7 +50,7 @@ func runValues(r domain.GatewayRun) ([]any, error) {
 		return nil, fmt.Errorf("encode cut lanes of run %s: %w", r.RunID, err)
 	}
 	return []any{r.Gateway, r.RunID, r.PID, r.Host, nanos(r.StartedAt), r.LeaseSeconds, nanos(r.LeaseUntil), r.State,
-		nanos(r.EndedAt), r.Restart, r.Cause, string(cut)}, nil
+		nanos(r.EndedAt), r.Restart, r.Cause, string(cut), int64(r.Position)}, nil
 }
 
 func nonNilKeys(keys []string) []string {
@@ -61,13 +62,13 @@ func nonNilKeys(keys []string) []string {
 
 func scanRun(s scanner) (domain.GatewayRun, error) {
 	var r domain.GatewayRun
-	var started, until, ended int64
+	var started, until, ended, pos int64
 	var cut string
 	if err := s.Scan(&r.Gateway, &r.RunID, &r.PID, &r.Host, &started, &r.LeaseSeconds, &until, &r.State, &ended,
-		&r.Restart, &r.Cause, &cut); err != nil {
+		&r.Restart, &r.Cause, &cut, &pos); err != nil {
 		return domain.GatewayRun{}, err
 	}
-	r.StartedAt, r.LeaseUntil, r.EndedAt = fromNanos(started), fromNanos(until), fromNanos(ended)
+	r.StartedAt, r.LeaseUntil, r.EndedAt, r.Position = fromNanos(started), fromNanos(until), fromNanos(ended), uint64(pos)
 	if err := json.Unmarshal([]byte(cut), &r.Cut); err != nil {
 		return domain.GatewayRun{}, fmt.Errorf("decode cut lanes of run %s: %w", r.RunID, err)
 	}
@@ -105,6 +106,7 @@ func (p *Projection) applyGatewayRun(ctx context.Context, tx queryer, st *batchS
 	case events.GatewayRunStarted:
 		k = runKey{gateway, e.RunID}
 		r := domain.GatewayRuns{}.Evolve(e).Last
+		r.Position = env.Position
 		st.runs[k], st.runsDirty[k] = &r, true
 	case events.LeaseAcquired, events.LeaseRenewed, events.GatewayRunStopped, events.GatewayRunLost:
 		k = runKey{gateway, runOf(e)}
@@ -114,6 +116,7 @@ func (p *Projection) applyGatewayRun(ctx context.Context, tx queryer, st *batchS
 		}
 		if r != nil {
 			next := domain.GatewayRuns{Last: *r}.Evolve(e).Last
+			next.Position = r.Position
 			st.runs[k], st.runsDirty[k] = &next, true
 		}
 	default:
@@ -163,7 +166,7 @@ func writeRuns(ctx context.Context, tx execer, st *batchState) error {
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO gateway_runs(`+runColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, vals...); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO gateway_runs(`+runColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, vals...); err != nil {
 			return fmt.Errorf("apply: write run %s of %s: %w", k.runID, k.gateway, err)
 		}
 	}
@@ -180,7 +183,7 @@ func (p *Projection) GatewayRuns(ctx context.Context, gateway string, limit int)
 		q += ` WHERE gateway = ?`
 		args = append(args, gateway)
 	}
-	q += ` ORDER BY started_at DESC, gateway, run_id LIMIT ?`
+	q += ` ORDER BY position DESC LIMIT ?`
 	return p.queryRuns(ctx, q, append(args, limit)...)
 }
 

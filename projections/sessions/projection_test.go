@@ -614,8 +614,8 @@ func TestProjection_GatewayRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []domain.GatewayRun{
-		{Gateway: "default", RunID: "r2", PID: 11, Host: "h", StartedAt: t0.Add(90 * time.Second), LeaseSeconds: 60, LeaseUntil: t0.Add(150 * time.Second), State: domain.RunRunning},
-		{Gateway: "default", RunID: "r1", PID: 10, Host: "h", StartedAt: t0, LeaseSeconds: 60, LeaseUntil: t0.Add(2 * time.Minute), State: domain.RunLost,
+		{Gateway: "default", RunID: "r2", PID: 11, Host: "h", StartedAt: t0.Add(90 * time.Second), LeaseSeconds: 60, LeaseUntil: t0.Add(150 * time.Second), State: domain.RunRunning, Position: 4},
+		{Gateway: "default", RunID: "r1", PID: 10, Host: "h", StartedAt: t0, LeaseSeconds: 60, LeaseUntil: t0.Add(2 * time.Minute), State: domain.RunLost, Position: 1,
 			EndedAt: t0.Add(90 * time.Second), Cause: events.RunLostRestarted, Cut: []string{laneA}},
 	}
 	if diff := cmp.Diff(want, runs); diff != "" {
