@@ -602,4 +602,3 @@ func (s *Server) unlinkedTelegramSessions(w http.ResponseWriter, r *http.Request
 	}
 	return respond(w, map[string]any{"sessions": nonNil(rows)})
 }
-
