@@ -40,6 +40,8 @@ func TestErase_LeavesNoMarker(t *testing.T) {
 			UserID: str(mark), SystemPrompt: str(mark), ModelConfig: str(mark), Title: str(mark), HandoffError: str(mark),
 			Extra: map[string]json.RawMessage{"note": json.RawMessage(`"` + mark + `"`)}, At: at}},
 		{"a title", transcript, events.TitleSet{SessionID: "s", Title: mark, At: at}},
+		{"a session's meta value (a /goal)", transcript, events.SessionMetaSet{SessionID: "s", Key: "goal:s", Value: mark, At: at}},
+		{"a handoff's error", transcript, events.HandoffFailed{SessionID: "s", Error: mark, At: at}},
 		{"a lane's creation", person, events.SessionCreated{SessionKey: "k", SessionID: "s", Origin: origin, DisplayName: mark, At: at}},
 		{"an imported lane", person, events.LaneImported{SessionKey: "k", SessionID: "s", Origin: origin, DisplayName: mark,
 			Extra: map[string]json.RawMessage{"note": json.RawMessage(`"` + mark + `"`)}, UpdatedAt: at}},
