@@ -36,55 +36,27 @@ import hermes_client
 from hermes_client import session as client_session
 from hermes_client import state as client_state
 
-# What makes a test not applicable: it reads or patches Python internals of
-# Hermes' classes, opens the SQLite file, or tests Hermes' own schema and
-# migrations. (substring in the test's or its fixtures' source, reason)
+MODE = os.environ.get("HERMES_CONFORMANCE_MODE", "client")
+
+# Tests whose assertion is about Python-internal state of Hermes' classes
+# that cannot exist over HTTP: (substring of the test's or its fixtures'
+# source, one-line reason). Only applied with the client.
 INTERNALS = [
-    ("._entries", "reads or writes SessionStore._entries (the in-memory index)"),
-    ("._save", "calls SessionStore._save (sessions.json writer)"),
-    ("._ensure_loaded", "calls SessionStore._ensure_loaded (sessions.json loader)"),
-    ("._loaded", "sets SessionStore._loaded"),
-    ("._lock", "uses a private lock"),
-    ("._is_session_expired", "calls a private policy method"),
-    ("._should_reset", "calls a private policy method"),
-    ("._generate_session_key", "calls a private method"),
-    ("._conn", "uses the SQLite connection"),
-    ("SessionDB._", "calls a private method of SessionDB"),
-    ("._execute_write", "uses the private write helper"),
-    ("._db", "reads or replaces SessionStore._db"),
-    ("_sanitize_fts5_query", "calls the private FTS5 sanitizer (hermes' is tested in Go)"),
+    ("._conn", "reads Hermes' SQLite connection (hermes' state.db is its read model, behind the API)"),
+    ("sqlite3", "opens or inspects Hermes' SQLite file"),
+    ("_execute_write", "calls Hermes' private SQLite write helper"),
     ("_init_schema", "tests Hermes' schema creation"),
     ("_reconcile_columns", "tests Hermes' schema migration"),
     ("SCHEMA_SQL", "tests Hermes' schema text"),
-    ("SCHEMA_VERSION", "tests Hermes' schema version / migrations"),
+    ("SCHEMA_VERSION", "tests Hermes' schema version and migrations"),
     ("apply_wal_with_fallback", "tests Hermes' SQLite journal setup"),
-    ("sqlite3", "opens or inspects the SQLite file"),
-    ("sessions.json", "reads Hermes' sessions.json file"),
-    ("_fts_", "inspects Hermes' FTS tables"),
-    ("_now", "patches the module clock (gateway.session._now)"),
-    ("time.time", "patches time.time for message timestamps"),
-    ("MagicMock", "replaces internals with mocks"),
-    ("monkeypatch.setattr", "patches module internals"),
-    ("patch(", "patches module internals"),
-    ("patch.object", "patches module internals"),
-    ("_remove_session_files", "checks Hermes' on-disk session files"),
-    ("sessions_dir=", "checks Hermes' on-disk session files"),
-    ("read_only=True", "opens the SQLite file read-only"),
-    ("telegram_topic", "Telegram topic bindings: no hermes endpoint"),
-    ("compression_lock", "compression locks: no hermes endpoint"),
-    ("handoff", "handoffs: no hermes endpoint"),
-    ("update_session_cwd", "cwd column: no hermes endpoint"),
-    ("list_cron_job_runs", "cron job runs: no hermes endpoint"),
-    ("get_messages_around", "get_messages_around: no hermes endpoint"),
-    ("get_anchored_view", "get_anchored_view: no hermes endpoint"),
-    ("restore_rewound", "restore_rewound: no hermes endpoint"),
-    ("prune_empty_ghost_sessions", "ghost-session pruning of Hermes' CLI: no hermes endpoint"),
-    ("finalize_orphaned_compression_sessions", "no hermes endpoint"),
-    ("maybe_auto_prune_and_vacuum", "hermes runs its own auto-prune"),
-    ("HermesCLI", "drives Hermes' CLI class"),
-    ("db_path.exists", "checks the SQLite file"),
     ("repair_state_db_schema", "tests Hermes' SQLite repair"),
+    ("_fts_", "inspects Hermes' FTS5 tables"),
+    ("_sanitize_fts5_query", "calls Hermes' private FTS5 query sanitizer (hermes' is tested in Go)"),
 ]
+
+# Single tests of the same kind, by node id: reason.
+NOT_APPLICABLE: dict = {}
 
 _BIN = os.environ.get("HERMES_BIN", "hermes")
 _servers: dict = {}
@@ -132,13 +104,22 @@ class _Server:
 
 def _server_for(anchor) -> _Server:
     if anchor is None:
-        anchor = Path(os.environ.get("HERMES_HOME") or tempfile.mkdtemp(prefix="hermes-conf-")) / "state.db"
-    home = Path(anchor).parent / ".hermes-conformance-home"
+        anchor = Path(os.environ.get("HERMES_HOME") or _fallback_home()) / "state.db"
+    home = Path(anchor).resolve().parent / ".hermes-conformance-home"
     key = str(home)
     if key not in _servers:
         _servers[key] = _Server(home)
         _started_this_test.append(key)
     return _servers[key]
+
+
+_fallback = []
+
+
+def _fallback_home() -> str:
+    if not _fallback:
+        _fallback.append(tempfile.mkdtemp(prefix="hermes-conf-"))
+    return _fallback[0]
 
 
 class SessionDB(client_state.SessionDB):
@@ -149,26 +130,42 @@ class SessionDB(client_state.SessionDB):
 
 # SessionDB.sanitize_title is static: it reaches hermes through HERMES_URL,
 # as a gateway configures it; one server for the whole run answers it.
-_static_server = _Server(Path(tempfile.mkdtemp(prefix="hermes-conf-static-")))
-os.environ["HERMES_URL"] = _static_server.url
+_static_server = None
+if MODE == "client":
+    _static_server = _Server(Path(tempfile.mkdtemp(prefix="hermes-conf-static-")))
+    os.environ["HERMES_URL"] = _static_server.url
 
 
 class SessionStore(client_session.SessionStore):
+    # Hermes' store keeps its transcripts in SessionDB() (HERMES_HOME's
+    # state.db): the lanes and that database are one hermes here.
     def __init__(self, sessions_dir, config, has_active_processes_fn=None):
-        srv = _server_for(Path(sessions_dir) / "x" if sessions_dir else None)
+        srv = _server_for(None)
         super().__init__(sessions_dir, config, has_active_processes_fn, base_url=srv.url)
 
 
 def _install() -> None:
+    """What the import hook does, with per-home servers."""
     import gateway.session as gs  # Hermes' module, from the checkout
     import hermes_state as hs
     gs.SessionStore = SessionStore
     gs.SessionSource = client_session.SessionSource
     gs.SessionEntry = client_session.SessionEntry
     hs.SessionDB = SessionDB
+    try:
+        import gateway.run as gr
+    except Exception:
+        return
+    from hermes_client import runs
+    for n, mine in (("SessionStore", SessionStore), ("SessionEntry", client_session.SessionEntry),
+                    ("SessionSource", client_session.SessionSource), ("SessionDB", SessionDB)):
+        if hasattr(gr, n):
+            setattr(gr, n, mine)
+    runs.instrument(gr.GatewayRunner)
 
 
-_install()
+if MODE == "client":
+    _install()
 
 
 def _source_of(fn) -> str:
@@ -179,6 +176,12 @@ def _source_of(fn) -> str:
 
 
 def _reason(item) -> str:
+    if MODE != "client":
+        return ""
+    nid = item.nodeid.split("::", 1)[-1]
+    for key, why in NOT_APPLICABLE.items():
+        if item.nodeid.endswith(key) or nid == key:
+            return why
     fn = getattr(item, "function", None)
     if fn is None:
         return ""
@@ -243,7 +246,8 @@ def _hermes_servers():
 
 
 def pytest_sessionfinish(session, exitstatus):
-    _static_server.stop()
+    if _static_server is not None:
+        _static_server.stop()
     out = os.environ.get("HERMES_CONFORMANCE_OUT")
     if out:
         Path(out).write_text(json.dumps(_results, indent=1))

@@ -557,6 +557,7 @@ class SessionStore:
         self._conflicts: List[HermesConflict] = []
         self._reported: Dict[str, bool] = {}
         self._key_route = True
+        self._expiry_route = True
         self._entries = _EntryIndex(self)
         from .state import SessionDB
         self._db = SessionDB(transport=self._http)
@@ -981,7 +982,29 @@ class SessionStore:
         )
 
     def _expiry(self, session_key: str) -> Dict[str, Any]:
-        return self._http.get(self._path(session_key, "expiry"))
+        """hermes' reset-policy verdict on a lane now: ``{"expired", "reason"}``.
+
+        Read from ``GET …/expiry`` when hermes has it, else from the lane
+        timeline's forecast of its next automatic reset (the same rule
+        hermes' resolve applies), judged at hermes' clock."""
+        if self._expiry_route:
+            try:
+                return self._http.get(self._path(session_key, "expiry"))
+            except HermesError as e:
+                if not (e.status == 405 or (e.status == 404 and "no route" in e.message)):
+                    raise
+                self._expiry_route = False
+        lane = self._http.get(self._path(session_key))
+        version = int(lane.get("version") or 1)
+        res = self._http.get(self._path(session_key, "timeline"), from_version=version, limit=1)
+        items = res.get("items") or []
+        if not items:
+            return {"expired": False, "reason": None}
+        nxt = items[-1].get("next_reset") or {}
+        reason, at, now = nxt.get("reason"), _parse_time(nxt.get("at")), _parse_time(res.get("now"))
+        if reason in ("idle", "daily") and at is not None and now is not None and at <= now:
+            return {"expired": True, "reason": reason}
+        return {"expired": False, "reason": None}
 
     def _is_session_expired(self, entry: SessionEntry) -> bool:
         """Whether hermes' reset policy has expired the entry's session (the
