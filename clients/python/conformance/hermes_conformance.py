@@ -77,8 +77,10 @@ class _Server:
         self.url = f"http://127.0.0.1:{port}"
         self.log = open(home / "serve.log", "wb")
         env = {k: v for k, v in os.environ.items() if k not in ("HERMES_API_TOKEN", "HERMES_HOME")}
-        self.proc = subprocess.Popen([_BIN, "serve", "--home", str(home), "--addr", f"127.0.0.1:{port}",
-                                      "--clock=manual"], stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        # The real clock: Hermes' tests let time pass between calls
+        # (an entry touched after its creation has updated_at > created_at).
+        self.proc = subprocess.Popen([_BIN, "serve", "--home", str(home), "--addr", f"127.0.0.1:{port}"],
+                                     stdout=self.log, stderr=subprocess.STDOUT, env=env)
         deadline = time.time() + 60
         while time.time() < deadline:
             try:
@@ -143,6 +145,15 @@ class SessionStore(client_session.SessionStore):
         srv = _server_for(None)
         super().__init__(sessions_dir, config, has_active_processes_fn, base_url=srv.url)
 
+    def __setattr__(self, name, value):
+        # A test that gives the store another database (store._db =
+        # SessionDB(path)) means that file holds the store's sessions: the
+        # lanes follow it to that database's hermes.
+        if name == "_db" and isinstance(value, client_state.SessionDB) and "_http" in self.__dict__ \
+                and value._http.base_url != self._http.base_url:
+            object.__setattr__(self, "_http", value._http)
+        object.__setattr__(self, name, value)
+
 
 def _install() -> None:
     """What the import hook does, with per-home servers."""
@@ -176,7 +187,7 @@ def _source_of(fn) -> str:
 
 
 def _reason(item) -> str:
-    if MODE != "client":
+    if MODE != "client" or os.environ.get("HERMES_CONFORMANCE_RUN_ALL"):
         return ""
     nid = item.nodeid.split("::", 1)[-1]
     for key, why in NOT_APPLICABLE.items():

@@ -41,6 +41,14 @@ def gateway_name() -> str:
     return os.environ.get("HERMES_GATEWAY") or "default"
 
 
+def default_lease() -> int:
+    """The run's lease: HERMES_GATEWAY_LEASE_SECONDS (5 to 3600), else 60."""
+    try:
+        return min(3600, max(5, int(os.environ.get("HERMES_GATEWAY_LEASE_SECONDS", DEFAULT_LEASE_SECONDS))))
+    except ValueError:
+        return DEFAULT_LEASE_SECONDS
+
+
 class GatewayRun:
     """One process of a gateway, announced to hermes.
 
@@ -50,11 +58,11 @@ class GatewayRun:
     """
 
     def __init__(self, transport: Transport, gateway: Optional[str] = None,
-                 lease_seconds: int = DEFAULT_LEASE_SECONDS, run_id: Optional[str] = None) -> None:
+                 lease_seconds: Optional[int] = None, run_id: Optional[str] = None) -> None:
         self._http = transport
         self.gateway = gateway or gateway_name()
         self.run_id = run_id or uuid.uuid4().hex
-        self.lease_seconds = int(lease_seconds)
+        self.lease_seconds = int(lease_seconds) if lease_seconds is not None else default_lease()
         self.started: Optional[Dict[str, Any]] = None
         self.stopped: Optional[Dict[str, Any]] = None
         self._halt = threading.Event()
@@ -70,15 +78,12 @@ class GatewayRun:
     def start(self) -> Dict[str, Any]:
         """Announces the run: ``{"run", "previous", "interrupted",
         "suspended"}`` (the lanes hermes recovered from the previous run)."""
-        self.started = self._http.post("/gateway-runs", {
-            "gateway": self.gateway, "run_id": self.run_id, "pid": os.getpid(),
-            "host": socket.gethostname()[:200], "lease_seconds": self.lease_seconds,
-        })
+        self.started = self._http.post("/gateway-runs", self._announcement())
         prev = self.started.get("previous") or {}
         if self.started.get("interrupted") or self.started.get("suspended"):
             logger.warning(
                 "hermes: the previous run of gateway %s ended %s; turns recovered on %d lane(s), "
-                "%d suspended as stuck", self.gateway, prev.get("ended") or "?",
+                "%d suspended as stuck", self.gateway, prev.get("state") or "?",
                 len(self.started.get("interrupted") or []), len(self.started.get("suspended") or []))
         self._beat = threading.Thread(target=self._heartbeat, name=f"hermes-run-{self.run_id[:8]}", daemon=True)
         self._beat.start()
@@ -90,12 +95,23 @@ class GatewayRun:
             try:
                 self.beat()
             except HermesConflict as e:
-                # The run was declared lost (hermes saw no heartbeat in
-                # time): its turns were recovered. Nothing to renew.
-                logger.error("hermes: gateway run %s is no longer running (%s)", self.run_id, e.message)
-                return
+                # hermes saw no heartbeat in time (the process was frozen,
+                # or hermes was down a whole lease) and declared the run
+                # lost: its turns were recovered. The process is alive:
+                # it announces itself again as a new run.
+                logger.error("hermes: gateway run %s is no longer running (%s); announcing a new run",
+                             self.run_id, e.message)
+                try:
+                    self.run_id = uuid.uuid4().hex
+                    self.started = self._http.post("/gateway-runs", self._announcement())
+                except HermesError as e2:
+                    logger.error("hermes: announcing gateway run %s failed: %s", self.run_id, e2)
             except HermesError as e:
                 logger.warning("hermes: heartbeat of gateway run %s failed: %s", self.run_id, e)
+
+    def _announcement(self) -> Dict[str, Any]:
+        return {"gateway": self.gateway, "run_id": self.run_id, "pid": os.getpid(),
+                "host": socket.gethostname()[:200], "lease_seconds": self.lease_seconds}
 
     def beat(self) -> Dict[str, Any]:
         """Renews the lease now."""

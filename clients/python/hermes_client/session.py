@@ -975,6 +975,25 @@ class SessionStore:
         return self._key(source)
 
     def _key(self, source: SessionSource) -> str:
+        """The key computed here: by Hermes' own build_session_key inside a
+        Hermes gateway (it canonicalises WhatsApp ids from the bridge's
+        files), else by this module's."""
+        try:
+            from gateway.session import build_session_key as hermes_key  # type: ignore
+        except Exception:
+            hermes_key = None
+        if hermes_key is not None:
+            try:
+                return hermes_key(
+                    source,
+                    group_sessions_per_user=getattr(self.config, "group_sessions_per_user", True),
+                    thread_sessions_per_user=getattr(self.config, "thread_sessions_per_user", False),
+                )
+            except Exception:
+                pass
+        return self._local_key(source)
+
+    def _local_key(self, source: SessionSource) -> str:
         return build_session_key(
             source,
             group_sessions_per_user=getattr(self.config, "group_sessions_per_user", True),
@@ -1060,6 +1079,9 @@ class SessionStore:
     # -- SessionStore ----------------------------------------------------
 
     def has_any_sessions(self) -> bool:
+        if self._db is None:
+            # Hermes' fallback without a database: the index.
+            return len(self._entries) > 1
         return self._db.session_count() > 1
 
     def get_or_create_session(self, source: SessionSource, force_new: bool = False) -> SessionEntry:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -24,6 +25,14 @@ _MESSAGE_FIELDS = ("role", "content", "tool_call_id", "tool_calls", "tool_name",
                    "codex_reasoning_items", "codex_message_items")
 
 MAX_TITLE_LENGTH = 100
+
+# What Hermes' sanitize_title (and hermes') deletes from a title outright.
+_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200f\u2028-\u202e\u2060-\u2069"
+                        "\ufeff\ufffc\ufff9-\ufffb]")
+
+
+def _strip_invisible(title: Optional[str]) -> Optional[str]:
+    return _INVISIBLE.sub("", title) if isinstance(title, str) else title
 
 
 def _wire_message(msg: Dict[str, Any]) -> Dict[str, Any]:
@@ -161,7 +170,11 @@ class SessionDB:
     @staticmethod
     def sanitize_title(title: Optional[str]) -> Optional[str]:
         """Hermes' title rules, applied by hermes (GET /v1/titles/sanitize):
-        None for an empty title, ValueError for one too long."""
+        None for an empty title, ValueError for one too long. The characters
+        both delete outright (ASCII controls, zero-width and directional
+        marks) are taken out here first: hermes' door refuses some of them
+        (NUL) in a request."""
+        title = _strip_invisible(title)
         if not title:
             return None
         from . import _default_transport
@@ -171,6 +184,7 @@ class SessionDB:
             raise ValueError(e.message) from None
 
     def set_session_title(self, session_id: str, title: str) -> bool:
+        title = _strip_invisible(title)
         try:
             self._http.put(self._p("transcripts", session_id, "title"), {"title": title if title is not None else ""})
         except HermesNotFound:

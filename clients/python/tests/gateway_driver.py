@@ -12,6 +12,7 @@ Environment: HERMES_URL (hermes serve), HERMES_HOME (the gateway's home).
 Input, one JSON object a line:
     {"op": "message", "id": n, "chat_id", "text", "thread_id"?, "wait"?: true}
     {"op": "expiry_pass", "id": n}   one pass of Hermes' expiry watcher
+    {"op": "running", "id": n, "session_key"}   until the lane's agent runs
     {"op": "stop", "id": n, "restart"?: false}
 Output, one JSON object a line:
     {"ev": "ready", "pid"}            after GatewayRunner.start()
@@ -132,22 +133,28 @@ class FakeAgent:
         history = list(conversation_history or [])
         text = user_message if isinstance(user_message, str) else json.dumps(user_message)
         emit(ev="agent", kind="turn", session_id=self.session_id, message=text, history=len(history))
-        if "#hang" in text:
-            # A long tool call: runs until the gateway interrupts it (or the
-            # process dies).
+        db = self._db()
+        user = {"role": "user", "content": text}
+        # AIAgent writes the user's message to the SessionDB as its turn
+        # starts, the rest as it goes.
+        db.append_message(self.session_id, "user", text)
+        last_user = next((m.get("content") or "" for m in reversed(history) if m.get("role") == "user"), "")
+        resuming = text.startswith("[System note:")
+        # "#hang": a long tool call, until the gateway interrupts it (or the
+        # process dies). "#stuck": the same, and again on every resume of
+        # the conversation (a stuck loop).
+        if "#hang" in text or "#stuck" in text or (resuming and "#stuck" in str(last_user)):
             while not self._interrupt.wait(0.05):
                 pass
-            return {"final_response": None, "messages": history + [{"role": "user", "content": text}],
-                    "interrupted": True, "completed": False, "api_calls": 1, "history_offset": len(history),
+            return {"final_response": None, "messages": history + [user], "interrupted": True,
+                    "completed": False, "api_calls": 1, "history_offset": len(history),
                     "last_prompt_tokens": 0, "session_id": self.session_id}
         if "#compress" in text:
             self._split()
             history = [{"role": "user", "content": "[compressed summary]"}]
-        reply = "echo: " + text.strip().splitlines()[-1][:200]
-        user = {"role": "user", "content": text}
+            db.append_message(self.session_id, "user", text)
+        reply = "echo: " + (text.strip().splitlines() or [""])[-1][:200]
         assistant = {"role": "assistant", "content": reply}
-        db = self._db()
-        db.append_message(self.session_id, "user", text)
         db.append_message(self.session_id, "assistant", reply)
         return {"final_response": reply, "messages": history + [user, assistant], "api_calls": 1,
                 "completed": True, "history_offset": len(history), "last_prompt_tokens": 100 + len(history),
@@ -165,6 +172,24 @@ class FakeTelegram(BasePlatformAdapter):
     def __init__(self, config):
         super().__init__(config, Platform.TELEGRAM)
         self.next_id = 1000
+        self.next_topic = 500
+        adapter = self
+
+        class Bot:
+            """The Bot API calls /topic makes: a bot that allows DM topics."""
+
+            async def get_me(self):
+                return types.SimpleNamespace(has_topics_enabled=True, allows_users_to_create_topics=True)
+
+            async def pin_chat_message(self, chat_id, message_id, disable_notification=True):
+                emit(ev="pinned", chat_id=str(chat_id), message_id=str(message_id))
+
+        self._bot = Bot()
+
+    async def _create_dm_topic(self, chat_id, name):
+        self.next_topic += 1
+        emit(ev="topic_created", chat_id=str(chat_id), name=name, thread_id=str(self.next_topic))
+        return self.next_topic
 
     async def connect(self):
         return True
@@ -200,9 +225,10 @@ class _AsyncioForRun(types.ModuleType):
     def __init__(self):
         super().__init__("asyncio")
         self.__dict__.update(asyncio.__dict__)
+        self.sleep = self._sleep  # over the copy of asyncio.sleep
         self.one_pass = {}
 
-    async def sleep(self, delay, result=None):
+    async def _sleep(self, delay, result=None):
         task = asyncio.current_task()
         coro = task.get_coro() if task is not None else None
         if getattr(coro, "__name__", "") == "_session_expiry_watcher":
@@ -272,7 +298,6 @@ async def main() -> None:
     if adapter is None:
         emit(ev="error", id=0, error=f"no adapter (start returned {ok})")
         return
-    await idle(runner, adapter)
     emit(ev="ready", pid=os.getpid())
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
@@ -294,6 +319,17 @@ async def main() -> None:
                 await adapter.handle_message(event)
                 if cmd.get("wait", True):
                     await idle(runner, adapter)
+            elif op == "running":
+                # Until the gateway tracks the lane's agent as running (not
+                # its pending placeholder): what its shutdown notifies.
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    agent = runner._running_agents.get(cmd["session_key"])
+                    if agent is not None and agent is not gateway_run._AGENT_PENDING_SENTINEL:
+                        break
+                    await asyncio.sleep(0.02)
+                else:
+                    raise TimeoutError(f"no running agent on {cmd['session_key']}")
             elif op == "expiry_pass":
                 await expiry_pass(runner)
             elif op == "stop":
