@@ -76,6 +76,7 @@ func (rt *runtime) runDuties(ctx context.Context, router *hooks.Router) {
 		})
 	}
 
+	wg.Go(func() { rt.runGatewayRunLeases(ctx) })
 	log := rt.log.With("component", "expiry")
 	s := rt.cfg.Sessions
 	watcher := commands.NewExpiryWatcher(rt.handler, commands.ExpiryConfig{

@@ -201,6 +201,8 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 		FollowerBufferBytes: s.cfg.API.FollowerBufferBytes,
 		Purge:               rt.purge,
 		Restart:             rt.requestRestart,
+		StuckLoopThreshold:  s.cfg.Recovery.StuckLoopThreshold,
+		Vacuum:              transcriptPruner{rt}.Vacuum,
 	})
 	return rt.run(ctx, restart)
 }
