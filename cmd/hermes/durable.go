@@ -91,15 +91,6 @@ func requireEmbedded(g *globalFlags, h homeLayout, what string) error {
 	return nil
 }
 
-// damagedLogError is the refusal to serve from a damaged log, naming the
-// damage and the way out.
-func damagedLogError(h homeLayout, err error) error {
-	return fmt.Errorf("%w\nThe event log is the only truth and hermes will not serve from a damaged one.\n"+
-		"  see the damage:   hermes check --home %s\n"+
-		"  restore a backup: hermes restore <backup> --home %s --force\n"+
-		"  or salvage:       hermes check --home %s --salvage <new file> (every readable event)", err, h.dir, h.dir, h.dir)
-}
-
 // Manifest describes a backup: the snapshot file and what it holds.
 type Manifest struct {
 	Format        string    `json:"format"`
@@ -433,55 +424,4 @@ func copySynced(src, dst string) error {
 		return err
 	}
 	return out.Close()
-}
-
-// backupEvery takes a snapshot of the log every backup.interval_seconds
-// into backup.dir while serve runs, keeping the backup.keep newest.
-func (rt *runtime) backupEvery(ctx context.Context) {
-	b := rt.cfg.Backup
-	if b.Interval <= 0 || rt.cfg.Store.URL != "" {
-		return
-	}
-	log := rt.log.With("component", "backup")
-	dir := b.Dir
-	if dir == "" {
-		// Not under the home: erasure makes erased content unrecoverable
-		// from every file there, and it does not reach into backups.
-		log.Error("backup.interval_seconds is set but backup.dir is not: no periodic backups (set backup.dir outside the home)")
-		return
-	}
-	tick := time.NewTicker(b.Interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		m, target, took, err := backup(ctx, rt.home, dir, time.Now(), io.Discard)
-		if err != nil {
-			if ctx.Err() == nil {
-				log.Error("periodic backup failed", "err", err)
-			}
-			continue
-		}
-		log.Info("backed up the event log", "dir", target, "events", m.Events, "head", m.HeadPosition, "bytes", m.Bytes, "took", took.Round(time.Millisecond))
-		pruneBackups(log, dir, b.Keep)
-	}
-}
-
-// pruneBackups deletes all but the keep newest backups in dir (those with
-// a manifest: nothing else is touched).
-func pruneBackups(log interface{ Info(string, ...any) }, dir string, keep int) {
-	matches, _ := filepath.Glob(filepath.Join(dir, "hermes-*", manifestName))
-	if len(matches) <= keep {
-		return
-	}
-	// The names hold the UTC time: lexical order is age.
-	for _, m := range matches[:len(matches)-keep] {
-		old := filepath.Dir(m)
-		if err := os.RemoveAll(old); err == nil {
-			log.Info("deleted a backup past backup.keep", "dir", old)
-		}
-	}
 }

@@ -2,11 +2,9 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -189,50 +187,6 @@ func TestPythonStateDBNeverTouched(t *testing.T) {
 	}
 	if aside, _ := filepath.Glob(h.stateDB() + ".broken-*"); len(aside) > 0 {
 		t.Fatalf("the Python state.db was moved aside: %v", aside)
-	}
-}
-
-// TestBackgroundCheckOfABigReadModel: a read model too big to be checked
-// before ready is checked while serving; damage found there is recorded,
-// and the next start moves the file aside and rebuilds it.
-func TestBackgroundCheckOfABigReadModel(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
-	home := t.TempDir()
-	before := seedHome(t, home, 4)
-	h := homeLayout{dir: home}
-	defer func(n int64) { startCheckMaxBytes = n }(startCheckMaxBytes)
-	startCheckMaxBytes = 0 // every file is "big"
-
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, nil))
-	checkLater(context.Background(), log, h.lanesDB(), "lanes.db")
-	if _, err := os.Stat(damagedMarker(h.lanesDB())); err == nil {
-		t.Fatalf("a sound lanes.db was marked damaged:\n%s", logs.String())
-	}
-	garble(t, h.stateDB(), 0)
-	checkLater(context.Background(), log, h.stateDB(), "state.db")
-	if _, err := os.Stat(damagedMarker(h.stateDB())); err != nil {
-		t.Fatalf("the damaged state.db was not recorded: %v\n%s", err, logs.String())
-	}
-	if !strings.Contains(logs.String(), "the next start moves it aside") {
-		t.Fatalf("no log line says what happens next:\n%s", logs.String())
-	}
-
-	s := startServer(t, home, nil)
-	if !strings.Contains(s.stderr.String(), "read model damaged: moved aside") {
-		t.Fatalf("the next start did not move state.db aside:\n%s", s.stderr.String())
-	}
-	if _, err := os.Stat(damagedMarker(h.stateDB())); err == nil {
-		t.Fatal("the marker outlived the rebuild")
-	}
-	for p, want := range before {
-		var got json.RawMessage
-		s.must("GET", p, nil, &got)
-		if !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(want)) {
-			t.Errorf("GET %s after the rebuild:\n got %s\nwant %s", p, got, want)
-		}
 	}
 }
 

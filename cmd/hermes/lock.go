@@ -1,30 +1,13 @@
 package main
 
-import (
-	"fmt"
-	"os"
-	"strings"
-	"time"
+import "hermes/node"
 
-	"hermes/adapters/gatewaylock"
-)
-
-type heldLock struct{ l *gatewaylock.Lock }
+type heldLock struct{ l node.HomeLock }
 
 func (h heldLock) release() { h.l.Release() }
 
-// processStart is when this process started (for the PID record).
-var processStart = time.Now()
-
 // acquireGatewayLock makes this process the only hermes on the home.
 func acquireGatewayLock(h homeLayout) (heldLock, error) {
-	l, err := gatewaylock.Acquire(h.gatewayLock(), gatewaylock.Holder{
-		PID:       os.Getpid(),
-		StartedAt: processStart.UTC(),
-		Command:   strings.Join(os.Args, " "),
-	})
-	if err != nil {
-		return heldLock{}, fmt.Errorf("%w", err)
-	}
-	return heldLock{l}, nil
+	l, err := h.node().Lock()
+	return heldLock{l}, err
 }

@@ -6,16 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"hermes/adapters/gatewaylock"
+	"hermes/node"
 	"hermes/projections"
-	"hermes/projections/sessions"
-	"hermes/projections/transcripts"
 )
 
 func newProjectionsCommand(g *globalFlags) *cobra.Command {
@@ -50,34 +48,6 @@ beside the old ones.`,
 	}
 	cmd.AddCommand(rebuild, verify)
 	return cmd
-}
-
-// openReadModels opens the projections with their files in the layout of
-// a home (live) or all in one directory (a rebuild). clamps, when not nil,
-// is told of the event values they clamp.
-func openReadModels(lanesPath, statePath string, exports sessions.Exports, clamps projections.ClampReporter) ([]projections.Projection, error) {
-	lanes, err := sessions.Open(lanesPath, exports)
-	if err != nil {
-		return nil, err
-	}
-	state, err := transcripts.Open(statePath)
-	if err != nil {
-		lanes.Close()
-		return nil, err
-	}
-	if clamps != nil {
-		lanes.ReportClampsTo(clamps)
-		state.ReportClampsTo(clamps)
-	}
-	return []projections.Projection{lanes, state}, nil
-}
-
-// scratchOpener opens read models for a rebuild, telling clamps of the
-// values they clamp.
-func scratchOpener(clamps projections.ClampReporter) projections.OpenFunc {
-	return func(dir string) ([]projections.Projection, error) {
-		return openReadModels(filepath.Join(dir, "lanes.db"), filepath.Join(dir, "state.db"), sessions.Exports{}, clamps)
-	}
 }
 
 func progressReporter(w io.Writer, what string) func(done, total uint64) {
@@ -120,7 +90,7 @@ func runRebuild(ctx context.Context, g *globalFlags, server string, stderr io.Wr
 		return fmt.Errorf("rebuild: %w", err)
 	}
 	defer lock.release()
-	if err := checkRebuildSpace(h, statfsFree); err != nil {
+	if err := node.CheckRebuildSpace(h.node()); err != nil {
 		return err
 	}
 	return rebuildReadModels(ctx, h, spec, stderr)
@@ -134,29 +104,13 @@ func rebuildReadModels(ctx context.Context, h homeLayout, spec storeSpec, stderr
 		return err
 	}
 	defer store.Close()
-	scratch, err := os.MkdirTemp(h.hermesDir(), rebuildScratchPrefix)
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(scratch)
 	tracker := projections.NewRebuildTracker(time.Now)
 	if _, err := tracker.Begin(); err != nil {
 		return err
 	}
 	stopBar := drawRebuild(stderr, tracker.Status)
 	clamps := &clampList{}
-	err = projections.Rebuild(ctx, store, scratchOpener(clamps), filepath.Join(scratch, "models"), tracker.Progress)
-	if err == nil {
-		tracker.Enter(projections.RebuildSwapping)
-		for _, m := range []struct{ from, to string }{
-			{filepath.Join(scratch, "models", "lanes.db"), h.lanesDB()},
-			{filepath.Join(scratch, "models", "state.db"), h.stateDB()},
-		} {
-			if err = replaceDB(m.from, m.to); err != nil {
-				break
-			}
-		}
-	}
+	err = node.RebuildOffline(ctx, h.node(), store, tracker, clamps)
 	tracker.Finish(err)
 	stopBar()
 	if err != nil {
@@ -173,20 +127,6 @@ func rebuildReadModels(ctx context.Context, h homeLayout, spec storeSpec, stderr
 		return nil
 	}
 	fmt.Fprintf(stderr, "rebuilt the read models from %d events in %s (%.0f events/s)\n", st.Total, took.Round(time.Millisecond), rate)
-	return nil
-}
-
-// replaceDB moves a rebuilt SQLite file over the live one, removing the
-// live one's WAL and shared-memory files first (the server is stopped).
-func replaceDB(from, to string) error {
-	for _, suffix := range []string{"-wal", "-shm"} {
-		if err := os.Remove(to + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("replace %s: %w", to, err)
-		}
-	}
-	if err := os.Rename(from, to); err != nil {
-		return fmt.Errorf("replace %s: %w", to, err)
-	}
 	return nil
 }
 
@@ -214,7 +154,7 @@ func runVerify(ctx context.Context, g *globalFlags, stdout, stderr io.Writer) er
 		return err
 	}
 	defer store.Close()
-	live, err := openReadModels(h.lanesDB(), h.stateDB(), sessions.Exports{}, nil)
+	live, err := node.OpenReadModels(h.node())
 	if err != nil {
 		return err
 	}
@@ -229,7 +169,7 @@ func runVerify(ctx context.Context, g *globalFlags, stdout, stderr io.Writer) er
 	}
 	defer os.RemoveAll(scratch)
 	clamps := &clampList{}
-	diff, err := projections.Verify(ctx, store, scratchOpener(clamps), live, scratch, progressReporter(stderr, "verify"))
+	diff, err := projections.Verify(ctx, store, node.ScratchOpener(clamps), live, scratch, progressReporter(stderr, "verify"))
 	if err != nil {
 		return err
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"hermes/node"
 	"hermes/projections"
-	"hermes/projections/sessions"
 	"hermes/projections/transcripts"
 )
 
@@ -55,7 +55,7 @@ func freshStateDB(ctx context.Context, spec storeSpec, h homeLayout) error {
 		return err
 	}
 	defer store.Close()
-	ps, err := openReadModels(h.lanesDB(), h.stateDB(), sessions.Exports{}, nil)
+	ps, err := node.OpenReadModels(h.node())
 	if err != nil {
 		return err
 	}

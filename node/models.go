@@ -1,7 +1,8 @@
-package main
+package node
 
 import (
 	"context"
+	"path/filepath"
 	"time"
 
 	"hermes/api"
@@ -11,7 +12,7 @@ import (
 )
 
 // liveLanes is the lane read model in use, which a rebuild on a live home
-// may swap (liverebuild.go): queries read the generation the requests read,
+// may swap (rebuild.go): queries read the generation the requests read,
 // the purge and the exports go to the one the runner feeds.
 type liveLanes struct {
 	feed   *projections.Swappable[*sessions.Projection]
@@ -107,4 +108,38 @@ func (r liveReader) TitleOwner(ctx context.Context, title string) (string, error
 	m, release := api.AcquireModels(ctx, r.models)
 	defer release()
 	return m.Transcripts.TitleOwner(ctx, title)
+}
+
+// openReadModels opens the projections with their files in the layout of
+// a home (live) or all in one directory (a rebuild). clamps, when not nil,
+// is told of the event values they clamp.
+func openReadModels(lanesPath, statePath string, exports sessions.Exports, clamps projections.ClampReporter) ([]projections.Projection, error) {
+	lanes, err := sessions.Open(lanesPath, exports)
+	if err != nil {
+		return nil, err
+	}
+	state, err := transcripts.Open(statePath)
+	if err != nil {
+		lanes.Close()
+		return nil, err
+	}
+	if clamps != nil {
+		lanes.ReportClampsTo(clamps)
+		state.ReportClampsTo(clamps)
+	}
+	return []projections.Projection{lanes, state}, nil
+}
+
+// OpenReadModels opens the read models of home h where they live, without
+// their exports (for projections.Verify).
+func OpenReadModels(h Home) ([]projections.Projection, error) {
+	return openReadModels(h.LanesDB(), h.StateDB(), sessions.Exports{}, nil)
+}
+
+// ScratchOpener opens read models for a rebuild, telling clamps (when not
+// nil) of the values they clamp.
+func ScratchOpener(clamps projections.ClampReporter) projections.OpenFunc {
+	return func(dir string) ([]projections.Projection, error) {
+		return openReadModels(filepath.Join(dir, "lanes.db"), filepath.Join(dir, "state.db"), sessions.Exports{}, clamps)
+	}
 }

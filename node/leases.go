@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -110,7 +110,7 @@ func (c *cluster) lead(ctx context.Context, leading bool) {
 	case leading && !running:
 		if c.router != nil {
 			// Resume where the previous holders recorded they were.
-			if err := hooks.AdvanceCheckpoint(c.rt.home.hermesDir(), c.lease.Delivered); err != nil {
+			if err := hooks.AdvanceCheckpoint(c.rt.home.HermesDir(), c.lease.Delivered); err != nil {
 				c.log.Error("leader: cannot move the hooks checkpoint; not running the duties", "err", err)
 				return
 			}

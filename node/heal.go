@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -232,9 +232,9 @@ func sweepBroken(log *slog.Logger, now time.Time, retention time.Duration, paths
 	}
 }
 
-// foreignStateDB says, reading only, whether path holds tables but not
+// ForeignStateDB says, reading only, whether path holds tables but not
 // hermes' state_meta: a state.db written by Python Hermes.
-func foreignStateDB(path string) bool {
+func ForeignStateDB(path string) bool {
 	if _, err := os.Stat(path); err != nil {
 		return false
 	}

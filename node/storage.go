@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -71,8 +71,8 @@ func (rt *runtime) becomeReady(ctx context.Context, bg *background) error {
 	}
 	wg.Go(func() { rt.backupEvery(ctx) })
 	wg.Go(func() {
-		checkLater(ctx, rt.log, rt.home.lanesDB(), "lanes.db")
-		checkLater(ctx, rt.log, rt.home.stateDB(), "state.db")
+		checkLater(ctx, rt.log, rt.home.LanesDB(), "lanes.db")
+		checkLater(ctx, rt.log, rt.home.StateDB(), "state.db")
 	})
 	wg.Go(func() {
 		tick := time.NewTicker(time.Hour)
@@ -82,7 +82,7 @@ func (rt *runtime) becomeReady(ctx context.Context, bg *background) error {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				sweepBroken(rt.log, time.Now(), rt.cfg.Storage.BrokenRetention, rt.home.lanesDB(), rt.home.stateDB())
+				sweepBroken(rt.log, time.Now(), rt.cfg.Storage.BrokenRetention, rt.home.LanesDB(), rt.home.StateDB())
 			}
 		}
 	})
@@ -140,8 +140,8 @@ type spaceReserve struct {
 }
 
 // newSpaceReserve makes sure the reserve exists when there is room for it.
-func newSpaceReserve(h homeLayout, log *slog.Logger) spaceReserve {
-	r := spaceReserve{path: h.spaceReserve(), log: log}
+func newSpaceReserve(h Home, log *slog.Logger) spaceReserve {
+	r := spaceReserve{path: h.SpaceReserve(), log: log}
 	if st, err := os.Stat(r.path); err == nil && st.Size() == reserveBytes {
 		return r
 	}

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -138,7 +138,7 @@ func (j *liveRebuild) run(ctx context.Context) error {
 	logDone := make(chan struct{})
 	defer close(logDone)
 	go j.logProgress(logDone)
-	scratch, err := os.MkdirTemp(j.rt.home.hermesDir(), rebuildScratchPrefix)
+	scratch, err := os.MkdirTemp(j.rt.home.HermesDir(), RebuildScratchPrefix)
 	if err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
@@ -193,7 +193,7 @@ func (j *liveRebuild) build(ctx context.Context, scratch string) (string, error)
 				j.tracker.Progress(done, total)
 			}
 		}
-		err := projections.Rebuild(buildCtx, j.rt.raw, scratchOpener(nil), dir, progress)
+		err := projections.Rebuild(buildCtx, j.rt.raw, ScratchOpener(nil), dir, progress)
 		cancel()
 		j.mu.Lock()
 		erased := j.erased
@@ -362,8 +362,8 @@ func (j *liveRebuild) swapFiles(ctx context.Context, dir string, lanes *sessions
 	lap(&steps.close)
 	var moveErr error
 	for _, m := range []struct{ from, to string }{
-		{filepath.Join(dir, "lanes.db"), j.rt.home.lanesDB()},
-		{filepath.Join(dir, "state.db"), j.rt.home.stateDB()},
+		{filepath.Join(dir, "lanes.db"), j.rt.home.LanesDB()},
+		{filepath.Join(dir, "state.db"), j.rt.home.StateDB()},
 	} {
 		if moveErr = replaceDB(m.from, m.to); moveErr != nil {
 			break
@@ -372,7 +372,7 @@ func (j *liveRebuild) swapFiles(ctx context.Context, dir string, lanes *sessions
 	if moveErr == nil {
 		// The files that damage found while serving was recorded for
 		// (heal.go) are gone: the next start need not rebuild them.
-		for _, p := range []string{j.rt.home.lanesDB(), j.rt.home.stateDB()} {
+		for _, p := range []string{j.rt.home.LanesDB(), j.rt.home.StateDB()} {
 			os.Remove(damagedMarker(p))
 		}
 	}
@@ -390,16 +390,16 @@ func (j *liveRebuild) swapFiles(ctx context.Context, dir string, lanes *sessions
 // openLiveSet opens the read models at their place in the home, as a start
 // does once they are healthy.
 func (rt *runtime) openLiveSet() (liveSet, error) {
-	lanes, err := sessions.Open(rt.home.lanesDB(), rt.exports)
+	lanes, err := sessions.Open(rt.home.LanesDB(), rt.exports)
 	if err != nil {
 		return liveSet{}, err
 	}
-	state, err := transcripts.Open(rt.home.stateDB())
+	state, err := transcripts.Open(rt.home.StateDB())
 	if err != nil {
 		lanes.Close()
 		return liveSet{}, err
 	}
-	reader, err := transcripts.OpenReader(rt.home.stateDB())
+	reader, err := transcripts.OpenReader(rt.home.StateDB())
 	if err != nil {
 		state.Close()
 		lanes.Close()
@@ -448,15 +448,15 @@ func (j *liveRebuild) purge(ctx context.Context) error {
 	return nil
 }
 
-// rebuildScratchPrefix names the scratch directories of rebuilds under
+// RebuildScratchPrefix names the scratch directories of rebuilds under
 // <home>/hermes.
-const rebuildScratchPrefix = "rebuild-"
+const RebuildScratchPrefix = "rebuild-"
 
 // dropRebuildLeftovers deletes the scratch directories a rebuild left when
 // its process died: they may hold content erased since. The caller holds
 // the gateway lock, so no rebuild of this home runs.
-func dropRebuildLeftovers(log *slog.Logger, h homeLayout) {
-	matches, _ := filepath.Glob(filepath.Join(h.hermesDir(), rebuildScratchPrefix+"*"))
+func dropRebuildLeftovers(log *slog.Logger, h Home) {
+	matches, _ := filepath.Glob(filepath.Join(h.HermesDir(), RebuildScratchPrefix+"*"))
 	for _, m := range matches {
 		if err := os.RemoveAll(m); err != nil {
 			log.Warn("delete the leftovers of an interrupted rebuild", "dir", m, "err", err)
@@ -474,12 +474,12 @@ const rebuildHeadroom = 64 << 20
 
 // checkRebuildSpace refuses a rebuild (events.ErrStorageFull, 507) when the
 // home's file system cannot hold new read models beside the ones in use.
-func checkRebuildSpace(h homeLayout, freeBytes func(string) (uint64, error)) error {
-	size := dbBytes(h.lanesDB()) + dbBytes(h.stateDB())
+func checkRebuildSpace(h Home, freeBytes func(string) (uint64, error)) error {
+	size := dbBytes(h.LanesDB()) + dbBytes(h.StateDB())
 	need := uint64(size) + uint64(size)/5 + rebuildHeadroom
-	free, err := freeBytes(h.hermesDir())
+	free, err := freeBytes(h.HermesDir())
 	if err != nil {
-		return fmt.Errorf("rebuild: free space of %s: %w", h.hermesDir(), err)
+		return fmt.Errorf("rebuild: free space of %s: %w", h.HermesDir(), err)
 	}
 	if free < need {
 		return fmt.Errorf("%w: a rebuild needs about %d MiB beside the read models in use (%d MiB), %d MiB are free",
@@ -496,4 +496,49 @@ func statfsFree(path string) (uint64, error) {
 		return 0, err
 	}
 	return st.Bavail * uint64(st.Bsize), nil
+}
+
+// CheckRebuildSpace refuses a rebuild of h's read models (wrapping
+// events.ErrStorageFull) when its file system cannot hold new ones beside
+// those in use.
+func CheckRebuildSpace(h Home) error { return checkRebuildSpace(h, statfsFree) }
+
+// RebuildOffline rebuilds h's read models from store into a scratch
+// directory and swaps them into place, reporting to tracker (begun by the
+// caller, who also finishes it) and telling clamps of the values the new
+// read models clamp. The caller holds the home's lock: no node serves it.
+func RebuildOffline(ctx context.Context, h Home, store events.Store, tracker *projections.RebuildTracker, clamps projections.ClampReporter) error {
+	scratch, err := os.MkdirTemp(h.HermesDir(), RebuildScratchPrefix)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(scratch)
+	err = projections.Rebuild(ctx, store, ScratchOpener(clamps), filepath.Join(scratch, "models"), tracker.Progress)
+	if err != nil {
+		return err
+	}
+	tracker.Enter(projections.RebuildSwapping)
+	for _, m := range []struct{ from, to string }{
+		{filepath.Join(scratch, "models", "lanes.db"), h.LanesDB()},
+		{filepath.Join(scratch, "models", "state.db"), h.StateDB()},
+	} {
+		if err := replaceDB(m.from, m.to); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replaceDB moves a rebuilt SQLite file over the live one, removing the
+// live one's WAL and shared-memory files first (the server is stopped).
+func replaceDB(from, to string) error {
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if err := os.Remove(to + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("replace %s: %w", to, err)
+		}
+	}
+	if err := os.Rename(from, to); err != nil {
+		return fmt.Errorf("replace %s: %w", to, err)
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -25,7 +25,7 @@ const hooksRetry = 5 * time.Second
 // webhooks are configured) and the expiry watcher (with auto-prune). On a
 // single node they always run; with several nodes on one store (a node id)
 // the cluster loop runs them only while this node holds the leader lease,
-// and keeps the node's own lease and the adoption rule (cluster.go). The
+// and keeps the node's own lease and the adoption rule (leases.go). The
 // returned stop cancels everything and waits for it; it may be called more
 // than once.
 func (rt *runtime) startBackground(ctx context.Context) (stop func(), err error) {
@@ -36,7 +36,7 @@ func (rt *runtime) startBackground(ctx context.Context) (stop func(), err error)
 
 	var router *hooks.Router
 	if len(rt.cfg.Hooks.Webhooks) > 0 {
-		router, err = hooks.New(rt.raw, hooksConfig(rt.cfg.Hooks, rt.home.hermesDir(), rt.now, rt.log))
+		router, err = hooks.New(rt.raw, hooksConfig(rt.cfg.Hooks, rt.home.HermesDir(), rt.now, rt.log))
 		if err != nil {
 			cancel()
 			return nil, err
