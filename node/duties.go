@@ -79,7 +79,7 @@ func (rt *runtime) runDuties(ctx context.Context, router *hooks.Router) {
 	log := rt.log.With("component", "expiry")
 	s := rt.cfg.Sessions
 	watcher := commands.NewExpiryWatcher(rt.handler, commands.ExpiryConfig{
-		Lanes:                rt.lanes,
+		Lanes:                rt.models.lanes(),
 		Hook:                 hook,
 		SessionStoreMaxAge:   time.Duration(rt.cfg.SessionStoreMaxAgeDays) * 24 * time.Hour,
 		AutoPrune:            s.AutoPrune,
@@ -88,7 +88,7 @@ func (rt *runtime) runDuties(ctx context.Context, router *hooks.Router) {
 		VacuumAfterPrune:     s.VacuumAfterPrune,
 		Pruner:               transcriptPruner{rt},
 		Purge:                rt.purge,
-		Transcripts:          rt.handler.Transcripts(pruneIndex{rt.reader}),
+		Transcripts:          rt.handler.Transcripts(pruneIndex{rt.models.reader()}),
 		AutoPruneLog:         rt.handler,
 		Log:                  func(level slog.Level, msg string, args ...any) { log.Log(context.Background(), level, msg, args...) },
 	})
@@ -143,7 +143,7 @@ func hooksConfig(c config.Hooks, dir string, now func() time.Time, log *slog.Log
 type transcriptPruner struct{ rt *runtime }
 
 func (p transcriptPruner) PrunableSessions(ctx context.Context, olderThan time.Duration, source string, now time.Time) ([]string, error) {
-	return p.rt.reader.PrunableSessions(ctx, olderThan, source, now)
+	return p.rt.models.reader().PrunableSessions(ctx, olderThan, source, now)
 }
 
 // Vacuum waits for the deletions to reach state.db, then compacts it.
@@ -151,7 +151,7 @@ func (p transcriptPruner) Vacuum(ctx context.Context) error {
 	if err := p.rt.caughtUp(ctx); err != nil {
 		return fmt.Errorf("vacuum: %w", err)
 	}
-	return p.rt.state.Vacuum(ctx)
+	return p.rt.models.state().Vacuum(ctx)
 }
 
 // pruneIndex is the transcript index the auto-prune deletions check

@@ -8,7 +8,6 @@ import (
 
 	"hermes/adapters/hooks"
 	"hermes/commands"
-	"hermes/events"
 )
 
 // purge makes erased content unrecoverable from every file hermes writes
@@ -49,8 +48,8 @@ func (rt *runtime) purgeFiles(ctx context.Context) error {
 	// The embedded store rewrites erased events in place and purges its
 	// files; a store without that capability (KurrentDB) is documented in
 	// docs/ERASURE.md: its transcript streams are deleted and scavenged.
-	if eraser, ok := rt.raw.(events.Eraser); ok {
-		if err := eraser.Purge(ctx); err != nil {
+	if rt.eraser != nil {
+		if err := rt.eraser.Purge(ctx); err != nil {
 			return fmt.Errorf("purge: %w", err)
 		}
 	} else {
@@ -58,10 +57,10 @@ func (rt *runtime) purgeFiles(ctx context.Context) error {
 		// erasure is not complete, and the operator must know it.
 		rt.log.Warn("this event store cannot erase in place: what an erasure removed from the read models stays in the store's log (docs/ERASURE.md, KurrentDB)")
 	}
-	if err := rt.state.Purge(ctx); err != nil {
+	if err := rt.models.state().Purge(ctx); err != nil {
 		return fmt.Errorf("purge: %w", err)
 	}
-	if err := rt.lanes.Purge(ctx); err != nil {
+	if err := rt.models.lanes().Purge(ctx); err != nil {
 		return fmt.Errorf("purge: %w", err)
 	}
 	if _, err := hooks.ScrubPoisonLog(ctx, rt.home.HermesDir(), rt.raw); err != nil {
@@ -90,10 +89,10 @@ func (rt *runtime) recoverErasures(ctx context.Context, purgedAtStop bool) error
 	if purgedAtStop {
 		// The stop scrubbed the free space of the files too: the first
 		// purge of this run need not read every page again.
-		if m, ok := rt.raw.(interface{ MarkPurged() }); ok {
-			m.MarkPurged()
+		if rt.purged != nil {
+			rt.purged.MarkPurged()
 		}
-		rt.state.MarkPurged()
+		rt.models.state().MarkPurged()
 		return nil
 	}
 	// No erasure since the last purge: a read model moved aside at this
@@ -124,6 +123,11 @@ func (rt *runtime) purgeAtStop(ctx context.Context, caughtUp bool) {
 	f.Sync()
 	f.Close()
 }
+
+// purgeMarker is a store that can be told its files were purged at the
+// last stop (sqlite.Store), so that its first purge need not read every
+// page again.
+type purgeMarker interface{ MarkPurged() }
 
 // consumePurgedAtStop reports and removes the mark of purgeAtStop: it
 // counts once, for the start right after that stop.
@@ -159,7 +163,7 @@ func Forget(ctx context.Context, c Config, f commands.Forget) (commands.ForgetRe
 	}
 	defer rt.close()
 	rt.store = rt.raw
-	rt.handler = commands.NewHandler(rt.store, WriteSideConfig(s.cfg), commands.WithClock(rt.now), commands.WithDirectory(rt.lanes))
+	rt.handler = commands.NewHandler(rt.store, WriteSideConfig(s.cfg), commands.WithClock(rt.now), commands.WithDirectory(rt.models.lanes()))
 	if _, err := rt.handler.ResumeErasures(ctx); err != nil {
 		return commands.ForgetReport{}, err
 	}

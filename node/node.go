@@ -92,16 +92,15 @@ type runtime struct {
 	now    func() time.Time
 	store  events.Store
 	raw    events.Store
-	// The read models in use, swapped as a whole by a rebuild on a live
-	// home (rebuild.go): models is what the requests read, the feeds
-	// are what the runner writes; lanes, state and reader reach them.
-	models    *projections.Holder[api.ReadModels]
-	lanesFeed *projections.Swappable[*sessions.Projection]
-	stateFeed *projections.Swappable[*transcripts.Projection]
-	lanes     liveLanes
-	state     liveState
-	reader    liveReader
-	rebuilds  *liveRebuild
+	// What raw can do besides events.Store, found once when it is opened
+	// (nil when it cannot): erase in place, keep lane snapshots, and be
+	// told that the last stop purged its files.
+	eraser    events.Eraser
+	snapshots events.SnapshotStore
+	purged    purgeMarker
+	// models are the read models in use (models.go).
+	models   liveModels
+	rebuilds *liveRebuild
 	// exports are lanes.db's compatibility files (sessions.json, …).
 	exports  sessions.Exports
 	runner   *projections.Runner
@@ -158,7 +157,7 @@ func Open(ctx context.Context, c Config) (*Node, error) {
 		commands.WithNode(node),
 		commands.WithClock(rt.now),
 		commands.WithAliases(aliasDir(s.home.WhatsAppDir())),
-		commands.WithDirectory(rt.lanes),
+		commands.WithDirectory(rt.models.lanes()),
 		commands.WithCachedLanes(s.cfg.Memory.CachedLanes),
 	}
 	if s.cfg.Store.URL == "" {
@@ -166,13 +165,13 @@ func Open(ctx context.Context, c Config) (*Node, error) {
 		// other process appends to it.
 		opts = append(opts, commands.WithSoleWriter())
 	}
-	if snaps, ok := rt.raw.(events.SnapshotStore); ok {
+	if rt.snapshots != nil {
 		// The embedded store keeps lane snapshots in the log's file;
 		// on KurrentDB every load folds the lane's whole stream.
-		opts = append(opts, commands.WithSnapshots(snaps, 0))
+		opts = append(opts, commands.WithSnapshots(rt.snapshots, 0))
 	}
 	rt.handler = commands.NewHandler(rt.store, WriteSideConfig(s.cfg), opts...)
-	metrics.Observe(rt.runner, rt.lanes)
+	metrics.Observe(rt.runner, rt.models.lanes())
 	rt.rebuilds = newLiveRebuild(rt)
 	metrics.ObserveRebuild(rt.rebuilds.tracker.Status)
 	metrics.Register(rt.clamps.count)
@@ -187,8 +186,8 @@ func Open(ctx context.Context, c Config) (*Node, error) {
 		Commands:        rt.handler,
 		Store:           rt.store,
 		Runner:          rt.runner,
-		Models:          rt.models,
-		Assigned:        rt.state,
+		Models:          rt.models.requests,
+		Assigned:        rt.models.state(),
 		RoomToAck:       newRoomToAck(rt.home.HermesDir(), rt.home.Dir).Room,
 		Rebuild:         rt.rebuilds,
 		Clock:           clock,
@@ -235,6 +234,9 @@ func (rt *runtime) open(ctx context.Context, progress func(done, total uint64)) 
 	if err != nil {
 		return err
 	}
+	rt.eraser, _ = rt.raw.(events.Eraser)
+	rt.snapshots, _ = rt.raw.(events.SnapshotStore)
+	rt.purged, _ = rt.raw.(purgeMarker)
 	exports := sessions.Exports{
 		RestartFailureCounts: rt.home.RestartCounts(),
 		Location:             rt.cfg.Location(),
@@ -271,23 +273,18 @@ func (rt *runtime) open(ctx context.Context, progress func(done, total uint64)) 
 	}); err != nil {
 		return err
 	}
+	m := ReadModels{Lanes: lanes, State: state}
 	rt.clamps = newClampLogger(rt.log)
-	lanes.ReportClampsTo(rt.clamps)
-	state.ReportClampsTo(rt.clamps)
+	m.reportClampsTo(rt.clamps)
 	if err := reserve.retry(func() (err error) {
 		reader, err = transcripts.OpenReader(rt.home.StateDB())
 		return err
 	}); err != nil {
-		lanes.Close()
-		state.Close()
+		m.Close()
 		return err
 	}
-	rt.models = projections.NewHolder(api.ReadModels{Lanes: lanes, Transcripts: reader})
-	rt.lanesFeed, rt.stateFeed = projections.NewSwappable(lanes), projections.NewSwappable(state)
-	rt.lanes = liveLanes{feed: rt.lanesFeed, models: rt.models}
-	rt.state = liveState{feed: rt.stateFeed}
-	rt.reader = liveReader{models: rt.models}
-	rt.runner = projections.NewRunner(rt.raw, rt.lanesFeed, rt.stateFeed)
+	rt.models = newLiveModels(liveSet{ReadModels: m, reader: reader})
+	rt.runner = projections.NewRunner(rt.raw, rt.models.feeds()...)
 	rt.runner.SetLogger(rt.log)
 	rt.runner.SetBarrier(api.StaleAfter)
 	start := time.Now()
@@ -308,12 +305,8 @@ func (rt *runtime) open(ctx context.Context, progress func(done, total uint64)) 
 }
 
 func (rt *runtime) close() {
-	if rt.models != nil {
-		m, release := rt.models.Acquire()
-		m.Transcripts.Close()
-		release()
-		rt.stateFeed.Close()
-		rt.lanesFeed.Close()
+	if rt.models.requests != nil {
+		rt.models.close()
 	}
 	if rt.handler != nil {
 		rt.handler.WaitSnapshots()
@@ -445,7 +438,7 @@ wait:
 	rt.finish(ctx, clean, restarting, stopBy)
 	stopRunner()
 	<-runnerDone
-	if err := rt.lanes.Flush(context.Background()); err != nil {
+	if err := rt.models.lanes().Flush(context.Background()); err != nil {
 		rt.log.Warn("final sessions.json export", "err", err)
 	}
 	if restarting {

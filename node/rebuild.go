@@ -15,7 +15,6 @@ import (
 	"hermes/events"
 	"hermes/projections"
 	"hermes/projections/sessions"
-	"hermes/projections/transcripts"
 )
 
 // A rebuild on a live home (POST /v1/projections/rebuild, what `hermes
@@ -80,7 +79,7 @@ type liveRebuild struct {
 	buildDone   chan struct{}
 	erased      bool
 	// scratch is the new read models while they catch up (phases 2, 3).
-	scratch []projections.Projection
+	scratch *ReadModels
 }
 
 var _ api.Rebuilder = (*liveRebuild)(nil)
@@ -152,12 +151,12 @@ func (j *liveRebuild) run(ctx context.Context) error {
 	j.rt.log.Info("rebuild: history copied; catching up", "position", st.Done, "took", time.Since(began).Round(time.Millisecond))
 	j.tracker.Enter(projections.RebuildCatchingUp)
 	began = time.Now()
-	lanes, state, err := j.catchUp(ctx)
+	models, err := j.catchUp(ctx)
 	if err != nil {
 		return err
 	}
 	j.rt.log.Info("rebuild: caught up; swapping", "position", j.tracker.Status().Done, "took", time.Since(began).Round(time.Millisecond))
-	return j.swap(ctx, dir, lanes, state)
+	return j.swap(ctx, dir, models)
 }
 
 func (j *liveRebuild) logProgress(done <-chan struct{}) {
@@ -226,26 +225,25 @@ func (j *liveRebuild) build(ctx context.Context, scratch string) (string, error)
 // openScratch opens the read models phase 1 built in dir and registers
 // them for purge; j.mu is held.
 func (j *liveRebuild) openScratch(dir string) error {
-	ps, err := openReadModels(filepath.Join(dir, "lanes.db"), filepath.Join(dir, "state.db"), sessions.Exports{}, nil)
+	m, err := openReadModels(filepath.Join(dir, "lanes.db"), filepath.Join(dir, "state.db"), sessions.Exports{}, nil)
 	if err != nil {
 		return fmt.Errorf("rebuild: open the new read models: %w", err)
 	}
-	j.scratch = ps
+	j.scratch = &m
 	return nil
 }
 
 // catchUp is phase 2: it applies to the new read models (opened by build)
 // what was appended since phase 1, a few rounds, while the old ones serve.
-func (j *liveRebuild) catchUp(ctx context.Context) (*sessions.Projection, *transcripts.Projection, error) {
+func (j *liveRebuild) catchUp(ctx context.Context) (ReadModels, error) {
 	j.mu.Lock()
-	ps := j.scratch
+	scratch := *j.scratch
 	j.mu.Unlock()
-	lanes, state := ps[0].(*sessions.Projection), ps[1].(*transcripts.Projection)
 	var err error
 	var lag uint64
 	for range maxCatchUpRounds {
 		j.mu.Lock()
-		runner := projections.NewRunner(j.rt.raw, ps...)
+		runner := projections.NewRunner(j.rt.raw, scratch.Projections()...)
 		err = runner.CatchUp(ctx, j.tracker.Progress)
 		if err == nil {
 			lag, err = runner.Lag(ctx)
@@ -253,7 +251,7 @@ func (j *liveRebuild) catchUp(ctx context.Context) (*sessions.Projection, *trans
 		j.mu.Unlock()
 		if err != nil {
 			j.dropScratch()
-			return nil, nil, fmt.Errorf("rebuild: catch up: %w", err)
+			return ReadModels{}, fmt.Errorf("rebuild: catch up: %w", err)
 		}
 		if lag <= projections.MaxBatch {
 			break
@@ -263,9 +261,9 @@ func (j *liveRebuild) catchUp(ctx context.Context) (*sessions.Projection, *trans
 		// The swap applies the rest with every request held: it must not
 		// start that far behind. The old read models keep serving.
 		j.dropScratch()
-		return nil, nil, fmt.Errorf("rebuild: writes outpace the catch-up (%d events behind after %d rounds); the current read models keep serving, try again when writes are calmer", lag, maxCatchUpRounds)
+		return ReadModels{}, fmt.Errorf("rebuild: writes outpace the catch-up (%d events behind after %d rounds); the current read models keep serving, try again when writes are calmer", lag, maxCatchUpRounds)
 	}
-	return lanes, state, nil
+	return scratch, nil
 }
 
 // dropScratch closes the new read models after a failure (the scratch
@@ -273,45 +271,31 @@ func (j *liveRebuild) catchUp(ctx context.Context) (*sessions.Projection, *trans
 func (j *liveRebuild) dropScratch() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	for _, p := range j.scratch {
-		p.Close()
+	if j.scratch != nil {
+		j.scratch.Close()
 	}
 	j.scratch = nil
 }
 
-// liveSet is one generation of the read models of a hermes serve.
-type liveSet struct {
-	models api.ReadModels
-	lanes  *sessions.Projection
-	state  *transcripts.Projection
-}
-
-// swap is phase 3. It takes the requests' read models first (in-flight
-// requests finish; one waiting for the runner still gets it), then the
-// runner's (the batch being applied finishes), so that nothing waits in a
-// circle.
-func (j *liveRebuild) swap(ctx context.Context, dir string, lanes *sessions.Projection, state *transcripts.Projection) error {
+// swap is phase 3. It takes the generation in use (liveModels.exclusive:
+// the requests' read models, then the runner's), then j.mu, and swaps.
+func (j *liveRebuild) swap(ctx context.Context, dir string, scratch ReadModels) error {
 	j.tracker.Enter(projections.RebuildSwapping)
 	begin := time.Now()
-	models, installModels := j.rt.models.Exclusive()
-	oldLanes, installLanes := j.rt.lanesFeed.Exclusive()
-	oldState, installState := j.rt.stateFeed.Exclusive()
+	old, install := j.rt.models.exclusive()
 	paused := time.Now()
 	j.mu.Lock()
-	old := liveSet{models: models, lanes: oldLanes, state: oldState}
 	var steps swapSteps
-	next, err := j.swapFiles(ctx, dir, lanes, state, old, &steps)
+	next, err := j.swapFiles(ctx, dir, scratch, old, &steps)
 	j.scratch = nil
 	j.mu.Unlock()
-	installState(next.state)
-	installLanes(next.lanes)
-	installModels(next.models)
+	install(next)
 	if err != nil {
 		return err
 	}
 	// The exports (sessions.json, the restart counts) come from the new
 	// lanes.db from now on.
-	if err := j.rt.lanesFeed.CaughtUp(ctx); err != nil {
+	if err := j.rt.models.lanesFeed.CaughtUp(ctx); err != nil {
 		j.rt.log.Warn("rebuild: exports after the swap", "err", err)
 	}
 	j.rt.log.Info("rebuild: new read models swapped in", "waited_for_requests", paused.Sub(begin).Round(time.Microsecond),
@@ -326,36 +310,30 @@ type swapSteps struct{ catchUp, purge, close, open time.Duration }
 // swapFiles does the swap with every reader and the runner held off, and
 // returns the generation to install: the new one, or the old one after a
 // failure that left the old files in place.
-func (j *liveRebuild) swapFiles(ctx context.Context, dir string, lanes *sessions.Projection, state *transcripts.Projection, old liveSet, steps *swapSteps) (liveSet, error) {
+func (j *liveRebuild) swapFiles(ctx context.Context, dir string, scratch ReadModels, old liveSet, steps *swapSteps) (liveSet, error) {
 	mark := time.Now()
 	lap := func(d *time.Duration) {
 		now := time.Now()
 		*d, mark = now.Sub(mark), now
 	}
-	scratch := []projections.Projection{lanes, state}
-	closeScratch := func() {
-		for _, p := range scratch {
-			p.Close()
-		}
-	}
-	if err := projections.NewRunner(j.rt.raw, scratch...).CatchUp(ctx, j.tracker.Progress); err != nil {
-		closeScratch()
+	if err := projections.NewRunner(j.rt.raw, scratch.Projections()...).CatchUp(ctx, j.tracker.Progress); err != nil {
+		scratch.Close()
 		return old, fmt.Errorf("rebuild: final catch-up: %w", err)
 	}
 	lap(&steps.catchUp)
 	// No WAL frame of the new files may keep a page an erasure rewrote.
-	if err := errors.Join(state.Purge(ctx), lanes.Purge(ctx)); err != nil {
-		closeScratch()
+	if err := scratch.purge(ctx); err != nil {
+		scratch.Close()
 		return old, fmt.Errorf("rebuild: purge the new read models: %w", err)
 	}
 	lap(&steps.purge)
-	if err := errors.Join(state.Close(), lanes.Close()); err != nil {
+	if err := scratch.Close(); err != nil {
 		return old, fmt.Errorf("rebuild: close the new read models: %w", err)
 	}
 	// From here the old files are closed: on failure, whatever is in place
 	// is reopened (the runner's next batch fails on a closed file
 	// otherwise, and the restart that follows rebuilds before ready).
-	closeErr := errors.Join(old.models.Transcripts.Close(), old.state.Close(), old.lanes.Close())
+	closeErr := old.close()
 	if closeErr != nil {
 		j.rt.log.Warn("rebuild: close the old read models", "err", closeErr)
 	}
@@ -387,32 +365,6 @@ func (j *liveRebuild) swapFiles(ctx context.Context, dir string, lanes *sessions
 	return next, nil
 }
 
-// openLiveSet opens the read models at their place in the home, as a start
-// does once they are healthy.
-func (rt *runtime) openLiveSet() (liveSet, error) {
-	lanes, err := sessions.Open(rt.home.LanesDB(), rt.exports)
-	if err != nil {
-		return liveSet{}, err
-	}
-	state, err := transcripts.Open(rt.home.StateDB())
-	if err != nil {
-		lanes.Close()
-		return liveSet{}, err
-	}
-	reader, err := transcripts.OpenReader(rt.home.StateDB())
-	if err != nil {
-		state.Close()
-		lanes.Close()
-		return liveSet{}, err
-	}
-	lanes.ReportClampsTo(rt.clamps)
-	state.ReportClampsTo(rt.clamps)
-	// The swap opens them caught up: the search's row lengths can be read
-	// now, as a start does once it has caught up.
-	reader.WarmSearch()
-	return liveSet{models: api.ReadModels{Lanes: lanes, Transcripts: reader}, lanes: lanes, state: state}, nil
-}
-
 // purge removes erased content from the new read models of a running
 // rebuild (part of runtime.purge, after the live files are purged): during
 // phase 1 it starts the copy over and waits until its files are deleted;
@@ -435,15 +387,11 @@ func (j *liveRebuild) purge(ctx context.Context) error {
 	if j.scratch == nil {
 		return nil
 	}
-	if err := projections.NewRunner(j.rt.raw, j.scratch...).CatchUp(ctx, nil); err != nil {
+	if err := projections.NewRunner(j.rt.raw, j.scratch.Projections()...).CatchUp(ctx, nil); err != nil {
 		return fmt.Errorf("purge: the rebuild's read models: %w", err)
 	}
-	for _, p := range j.scratch {
-		if pp, ok := p.(interface{ Purge(context.Context) error }); ok {
-			if err := pp.Purge(ctx); err != nil {
-				return fmt.Errorf("purge: the rebuild's read models: %w", err)
-			}
-		}
+	if err := j.scratch.purge(ctx); err != nil {
+		return fmt.Errorf("purge: the rebuild's read models: %w", err)
 	}
 	return nil
 }

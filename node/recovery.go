@@ -151,12 +151,12 @@ func (rt *runtime) suspendStuckLoops(ctx context.Context) error {
 		return err
 	}
 	threshold := rt.cfg.Recovery.StuckLoopThreshold
-	stuck, err := rt.lanes.StuckLanes(ctx, threshold)
+	stuck, err := rt.models.lanes().StuckLanes(ctx, threshold)
 	if err != nil {
 		return err
 	}
 	for _, key := range stuck {
-		row, err := rt.lanes.Lane(ctx, key)
+		row, err := rt.models.lanes().Lane(ctx, key)
 		if errors.Is(err, sessions.ErrNotFound) {
 			continue
 		}
@@ -187,7 +187,7 @@ func (rt *runtime) caughtUp(ctx context.Context) error {
 }
 
 func (rt *runtime) openLanes(ctx context.Context) ([]string, error) {
-	rows, err := rt.lanes.OpenTurns(ctx)
+	rows, err := rt.models.lanes().OpenTurns(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -158,18 +158,14 @@ func runVerify(ctx context.Context, g *globalFlags, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	defer func() {
-		for _, p := range live {
-			p.Close()
-		}
-	}()
+	defer live.Close()
 	scratch, err := os.MkdirTemp(h.hermesDir(), "verify-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(scratch)
 	clamps := &clampList{}
-	diff, err := projections.Verify(ctx, store, node.ScratchOpener(clamps), live, scratch, progressReporter(stderr, "verify"))
+	diff, err := projections.Verify(ctx, store, node.ScratchOpener(clamps), live.Projections(), scratch, progressReporter(stderr, "verify"))
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"hermes/node"
-	"hermes/projections"
 	"hermes/projections/transcripts"
 )
 
@@ -55,16 +54,7 @@ func freshStateDB(ctx context.Context, spec storeSpec, h homeLayout) error {
 		return err
 	}
 	defer store.Close()
-	ps, err := node.OpenReadModels(h.node())
-	if err != nil {
-		return err
-	}
-	defer func() {
-		for _, p := range ps {
-			p.Close()
-		}
-	}()
-	return projections.NewRunner(store, ps...).CatchUp(ctx, nil)
+	return node.CatchUpOffline(ctx, h.node(), store)
 }
 
 func runSearch(ctx context.Context, g *globalFlags, query string, o searchOptions, out io.Writer) error {
