@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -213,12 +214,11 @@ func syncDir(dir string) {
 
 // backupEvery takes a snapshot of the log every backup.interval_seconds
 // into backup.dir while serve runs, keeping the backup.keep newest.
-func (rt *runtime) backupEvery(ctx context.Context) {
+func (rt *runtime) backupEvery(ctx context.Context, log *slog.Logger) {
 	b := rt.cfg.Backup
 	if b.Interval <= 0 || rt.cfg.Store.URL != "" {
 		return
 	}
-	log := rt.log.With("component", "backup")
 	dir := b.Dir
 	if dir == "" {
 		// Not under the home: erasure makes erased content unrecoverable

@@ -21,62 +21,139 @@ const manualTickPoll = 50 * time.Millisecond
 // stopped on an error (a store or checkpoint failure).
 const hooksRetry = 5 * time.Second
 
-// startBackground starts the singleton duties: the hooks router (when
-// webhooks are configured) and the expiry watcher (with auto-prune). On a
-// single node they always run; with several nodes on one store (a node id)
-// the cluster loop runs them only while this node holds the leader lease,
-// and keeps the node's own lease and the adoption rule (leases.go). The
-// returned stop cancels everything and waits for it; it may be called more
-// than once.
-func (rt *runtime) startBackground(ctx context.Context) (stop func(), err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+// duties is a set of a node's background duties. Every duty is registered
+// with start, which owns what each would otherwise do for itself: its
+// context (ended by stop), its logger (the node's, with component=<name>),
+// and its end (stop cancels every duty of the set and waits for it).
+// Nothing starts once stop began, so a duty started late (once a recovery
+// deferred by a full disk succeeds) cannot outlive the stop.
+type duties struct {
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
-	var router *hooks.Router
-	if len(rt.cfg.Hooks.Webhooks) > 0 {
-		router, err = hooks.New(rt.raw, hooksConfig(rt.cfg.Hooks, rt.home.HermesDir(), rt.now, rt.log))
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-	}
-	duties := func(ctx context.Context) { rt.runDuties(ctx, router) }
-	if rt.handler.Node() == "" {
-		wg.Go(func() { duties(ctx) })
-		return stop, nil
-	}
-	c := &cluster{rt: rt, router: router, duties: duties, ttl: rt.cfg.Node.Lease, log: rt.log.With("component", "cluster")}
-	wg.Go(func() { c.run(ctx) })
-	return stop, nil
+	mu      sync.Mutex
+	stopped bool
 }
 
-// runDuties runs the hooks router (when there is one) and the expiry
-// watcher until ctx is done.
-func (rt *runtime) runDuties(ctx context.Context, router *hooks.Router) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	var hook commands.FinalizeHook
-	if router != nil {
-		hook = router
-		wg.Go(func() {
+// newDuties is an empty set whose duties run until ctx ends or stop.
+func newDuties(ctx context.Context, log *slog.Logger) *duties {
+	ctx, cancel := context.WithCancel(ctx)
+	return &duties{log: log, ctx: ctx, cancel: cancel}
+}
+
+// start runs duty on a goroutine of its own until its context ends. It
+// reports false, and runs nothing, once stop began.
+func (d *duties) start(name string, duty func(ctx context.Context, log *slog.Logger)) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopped {
+		return false
+	}
+	log := d.log.With("component", name)
+	d.wg.Go(func() {
+		log.Debug("duty started")
+		duty(d.ctx, log)
+		log.Debug("duty stopped")
+	})
+	return true
+}
+
+// stop ends every duty of the set and waits for them; it may be called
+// more than once.
+func (d *duties) stop() {
+	d.mu.Lock()
+	d.stopped = true
+	d.mu.Unlock()
+	d.cancel()
+	d.wg.Wait()
+}
+
+// becomeReady starts the background duties on bg and turns /readyz ready:
+// the singleton duties (directly on a single node; with several nodes on
+// one store, the cluster loop runs them while this node leads, and keeps
+// the node's own lease and the adoption rule, leases.go), the periodic
+// backups, the quick check of read models too big to check before ready,
+// and the sweep of damaged read models past their retention. When the stop
+// began meanwhile it starts nothing and stays not ready.
+func (rt *runtime) becomeReady(bg *duties) error {
+	var router *hooks.Router
+	if len(rt.cfg.Hooks.Webhooks) > 0 {
+		var err error
+		router, err = hooks.New(rt.raw, hooksConfig(rt.cfg.Hooks, rt.home.HermesDir(), rt.now, rt.log))
+		if err != nil {
+			return err
+		}
+	}
+	var started bool
+	if rt.handler.Node() == "" {
+		started = rt.startSingletons(bg, router)
+	} else {
+		started = bg.start("cluster", func(ctx context.Context, log *slog.Logger) {
+			c := &cluster{rt: rt, router: router, ttl: rt.cfg.Node.Lease, log: log}
+			c.run(ctx)
+		})
+	}
+	started = started &&
+		bg.start("backup", rt.backupEvery) &&
+		bg.start("heal", func(ctx context.Context, log *slog.Logger) {
+			checkLater(ctx, log, rt.home.LanesDB(), "lanes.db")
+			checkLater(ctx, log, rt.home.StateDB(), "state.db")
+		}) &&
+		bg.start("sweep", func(ctx context.Context, log *slog.Logger) {
+			tick := time.NewTicker(time.Hour)
+			defer tick.Stop()
 			for {
-				err := router.Run(ctx)
-				if err == nil || ctx.Err() != nil {
-					return
-				}
-				rt.log.Error("hooks stopped; restarting from the checkpoint", "err", err, "in", hooksRetry)
 				select {
 				case <-ctx.Done():
 					return
-				case <-time.After(hooksRetry):
+				case <-tick.C:
+					sweepBroken(log, time.Now(), rt.cfg.Storage.BrokenRetention, rt.home.LanesDB(), rt.home.StateDB())
 				}
 			}
 		})
+	if !started {
+		return nil // the stop began meanwhile
 	}
+	rt.server.SetReady(true)
+	return nil
+}
 
-	log := rt.log.With("component", "expiry")
+// startSingletons starts on d the duties one node of a store runs: the
+// hooks router (when webhooks are configured) and the expiry watcher (with
+// auto-prune). It reports false when d is stopping.
+func (rt *runtime) startSingletons(d *duties, router *hooks.Router) bool {
+	var hook commands.FinalizeHook
+	if router != nil {
+		hook = router
+		if !d.start("hooks", func(ctx context.Context, log *slog.Logger) { rt.runHooks(ctx, log, router) }) {
+			return false
+		}
+	}
+	return d.start("expiry", func(ctx context.Context, log *slog.Logger) { rt.watchExpiry(ctx, log, hook) })
+}
+
+// runHooks runs the hooks router until ctx is done, restarting it from its
+// checkpoint after it stopped on an error.
+func (rt *runtime) runHooks(ctx context.Context, log *slog.Logger, router *hooks.Router) {
+	for {
+		err := router.Run(ctx)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		log.Error("hooks stopped; restarting from the checkpoint", "err", err, "in", hooksRetry)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(hooksRetry):
+		}
+	}
+}
+
+// watchExpiry runs the expiry watcher, with auto-prune, until ctx is done;
+// hook (when not nil) is told of each finalized session.
+func (rt *runtime) watchExpiry(ctx context.Context, log *slog.Logger, hook commands.FinalizeHook) {
 	s := rt.cfg.Sessions
 	watcher := commands.NewExpiryWatcher(rt.handler, commands.ExpiryConfig{
 		Lanes:                rt.models.lanes(),

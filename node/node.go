@@ -338,8 +338,11 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 		rt.log.Warn("record the listen address", "err", err)
 	}
 	defer os.Remove(rt.home.ServeAddr())
+	// The duties that serve as long as Run does.
+	serving := newDuties(context.WithoutCancel(ctx), rt.log)
+	defer serving.stop()
 	if rt.debugAddr != "" {
-		go serveDebug(rt.debugAddr, rt.log)
+		serving.start("debug", func(ctx context.Context, log *slog.Logger) { serveDebug(ctx, rt.debugAddr, log) })
 	}
 	// The runner outlives a cancelled ctx: the drain still needs the read
 	// models; it is stopped explicitly after the stop is recorded.
@@ -359,7 +362,8 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(ln) }()
 
-	var bg background
+	// The background duties, from ready until the stop begins.
+	bg := newDuties(runCtx, rt.log)
 	defer bg.stop()
 	late := make(chan error, 1) // a recovery deferred by a full disk that failed otherwise
 	err = errStorageNotReady
@@ -368,7 +372,7 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 	}
 	switch {
 	case err == nil:
-		if err := rt.becomeReady(runCtx, &bg); err != nil {
+		if err := rt.becomeReady(bg); err != nil {
 			srv.Close()
 			stopRunner()
 			<-runnerDone
@@ -376,7 +380,7 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 		}
 	case retryableStorage(err, rt.runner):
 		rt.log.Error("storage full at start: serving reads, refusing writes; recovery and readiness follow once space is freed", "err", err)
-		go func() { late <- rt.recoverLater(runCtx, &bg) }()
+		go func() { late <- rt.recoverLater(runCtx, bg) }()
 	default:
 		srv.Close()
 		stopRunner()
