@@ -98,8 +98,8 @@ func (rt *runtime) becomeReady(bg *duties) error {
 	started = started &&
 		bg.start("backup", rt.backupEvery) &&
 		bg.start("heal", func(ctx context.Context, log *slog.Logger) {
-			checkLater(ctx, log, rt.home.LanesDB(), "lanes.db")
-			checkLater(ctx, log, rt.home.StateDB(), "state.db")
+			checkLater(ctx, log, rt.home.LanesDB(), "lanes.db", rt.startCheckMax)
+			checkLater(ctx, log, rt.home.StateDB(), "state.db", rt.startCheckMax)
 		}) &&
 		bg.start("sweep", func(ctx context.Context, log *slog.Logger) {
 			tick := time.NewTicker(time.Hour)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"hermes/adapters/hooks"
 	"hermes/commands"
@@ -157,7 +156,7 @@ func Forget(ctx context.Context, c Config, f commands.Forget) (commands.ForgetRe
 		return commands.ForgetReport{}, fmt.Errorf("cannot forget offline on %s (is hermes serve running? then use POST /v1/erasure): %w", s.home.Dir, err)
 	}
 	defer lock.Release()
-	rt := &runtime{daemonSettings: s, log: log, now: time.Now}
+	rt := newRuntime(s, log)
 	if err := rt.open(ctx, nil); err != nil {
 		return commands.ForgetReport{}, err
 	}

@@ -61,18 +61,14 @@ func TestBackgroundCheckOfABigReadModel(t *testing.T) {
 	home := t.TempDir()
 	before := seedHome(t, home, 4)
 	h := Home{Dir: home}
-	// Restored after the node below stopped (cleanups run last first).
-	t.Cleanup(func(n int64) func() { return func() { startCheckMaxBytes = n } }(startCheckMaxBytes))
-	startCheckMaxBytes = 0 // every file is "big"
-
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
-	checkLater(context.Background(), log, h.LanesDB(), "lanes.db")
+	checkLater(context.Background(), log, h.LanesDB(), "lanes.db", 0) // every file is "big"
 	if _, err := os.Stat(damagedMarker(h.LanesDB())); err == nil {
 		t.Fatalf("a sound lanes.db was marked damaged:\n%s", logs.String())
 	}
 	ondisk.Garble(t, h.StateDB(), 0)
-	checkLater(context.Background(), log, h.StateDB(), "state.db")
+	checkLater(context.Background(), log, h.StateDB(), "state.db", 0)
 	if _, err := os.Stat(damagedMarker(h.StateDB())); err != nil {
 		t.Fatalf("the damaged state.db was not recorded: %v\n%s", err, logs.String())
 	}

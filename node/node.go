@@ -90,8 +90,11 @@ type runtime struct {
 	log    *slog.Logger
 	clamps *clampLogger
 	now    func() time.Time
-	store  events.Store
-	raw    events.Store
+	// startCheckMax bounds the read models quick-checked before ready
+	// (heal.go); a bigger one is checked once serving.
+	startCheckMax int64
+	store         events.Store
+	raw           events.Store
 	// What raw can do besides events.Store, found once when it is opened
 	// (nil when it cannot): erase in place, keep lane snapshots, and be
 	// told that the last stop purged its files.
@@ -133,7 +136,7 @@ func Open(ctx context.Context, c Config) (*Node, error) {
 	memCtx, stopMemory := context.WithCancel(ctx)
 	applyMemorySettings(memCtx, s.cfg.Memory, log)
 
-	rt := &runtime{daemonSettings: s, log: log, now: time.Now}
+	rt := newRuntime(s, log)
 	var clock *api.ManualClock
 	if s.manualClock {
 		clock = api.NewManualClock(time.Now())
@@ -220,6 +223,11 @@ func (n *Node) Close() {
 	n.lock.Release()
 }
 
+// newRuntime is a node's state before open, with its defaults.
+func newRuntime(s daemonSettings, log *slog.Logger) *runtime {
+	return &runtime{daemonSettings: s, log: log, now: time.Now, startCheckMax: startCheckMaxBytes}
+}
+
 // open opens the store and the read models and catches them up.
 func (rt *runtime) open(ctx context.Context, progress func(done, total uint64)) error {
 	var err error
@@ -258,7 +266,7 @@ func (rt *runtime) open(ctx context.Context, progress func(done, total uint64)) 
 		reader *transcripts.Reader
 	)
 	if err := reserve.retry(func() (err error) {
-		lanes, err = healable(rt.log, now, lanesPath, "lanes.db",
+		lanes, err = healable(rt.log, now, lanesPath, "lanes.db", rt.startCheckMax,
 			func() (*sessions.Projection, error) { return sessions.Open(lanesPath, exports) },
 			func(error) bool { return true })
 		return err
@@ -266,7 +274,7 @@ func (rt *runtime) open(ctx context.Context, progress func(done, total uint64)) 
 		return err
 	}
 	if err := reserve.retry(func() (err error) {
-		state, err = healable(rt.log, now, statePath, "state.db",
+		state, err = healable(rt.log, now, statePath, "state.db", rt.startCheckMax,
 			func() (*transcripts.Projection, error) { return transcripts.Open(statePath) },
 			stateDBIsOurs(statePath))
 		return err

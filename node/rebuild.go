@@ -49,15 +49,14 @@ const maxCatchUpRounds = 8
 // rebuild further behind after its catch-up rounds fails instead.
 const maxSwapLag = 16 * projections.MaxBatch
 
-// rebuildBuildHook, when not nil, is called with each progress report of
-// phase 1 and the context of the attempt; a test holds the copy there to
-// send an erasure into it. Nil in production.
-var rebuildBuildHook func(ctx context.Context, attempt int, done, total uint64)
-
 // liveRebuild runs the rebuilds of a hermes serve, one at a time.
 type liveRebuild struct {
 	rt      *runtime
 	tracker *projections.RebuildTracker
+	// buildHook, when not nil, is called with each progress report of
+	// phase 1 and the context of the attempt; a test holds the copy there
+	// to send an erasure into it. Nil in production.
+	buildHook func(ctx context.Context, attempt int, done, total uint64)
 	// freeBytes reports the space free for an unprivileged writer on the
 	// file system of a path (statfs; tests inject their own).
 	freeBytes func(path string) (uint64, error)
@@ -186,7 +185,7 @@ func (j *liveRebuild) build(ctx context.Context, scratch string) (string, error)
 		j.cancelBuild, j.buildDone, j.erased = cancel, done, false
 		j.mu.Unlock()
 		progress := j.tracker.Progress
-		if hook := rebuildBuildHook; hook != nil {
+		if hook := j.buildHook; hook != nil {
 			progress = func(done, total uint64) {
 				hook(buildCtx, attempt, done, total)
 				j.tracker.Progress(done, total)

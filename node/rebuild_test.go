@@ -67,14 +67,14 @@ func TestErasureDuringLiveRebuild(t *testing.T) {
 	marker := ondisk.RandomMarker(t, "rmark")
 	held := make(chan struct{})
 	var once sync.Once
-	rebuildBuildHook = func(ctx context.Context, attempt int, done, total uint64) {
-		if attempt == 1 && done >= total { // both read models hold the whole copy
-			once.Do(func() { close(held) })
-			<-ctx.Done() // until the erasure's purge cancels the copy
+	s := startNode(t, home, func(n *Node) {
+		n.rt.rebuilds.buildHook = func(ctx context.Context, attempt int, done, total uint64) {
+			if attempt == 1 && done >= total { // both read models hold the whole copy
+				once.Do(func() { close(held) })
+				<-ctx.Done() // until the erasure's purge cancels the copy
+			}
 		}
-	}
-	t.Cleanup(func() { rebuildBuildHook = nil })
-	s := startNode(t, home, nil)
+	})
 	_, ids := seedLanes(t, s, 4, 10)
 	s.must("POST", "/v1/transcripts/"+ids[0]+"/messages", map[string]any{"role": "user", "content": "remember " + marker}, nil)
 	for _, f := range ondisk.FilesHolding(t, home, marker) {
