@@ -159,7 +159,7 @@ func newHarness(t testing.TB, opts ...option) *harness {
 
 	h.http = httptest.NewUnstartedServer(h.server.Handler())
 	if o.maxConns > 0 {
-		h.http.Listener = api.LimitListener(h.http.Listener, o.maxConns)
+		h.http.Listener = api.LimitConnections(h.http.Config, h.http.Listener, o.maxConns)
 	}
 	h.http.Start()
 	t.Cleanup(func() {

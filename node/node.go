@@ -339,8 +339,6 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", rt.cfg.API.Addr, err)
 	}
-	ln = api.LimitListener(ln, rt.cfg.API.MaxConnections)
-	rt.listener = ln
 	// Where the CLI finds this server (hermes projections rebuild).
 	if err := os.WriteFile(rt.home.ServeAddr(), []byte(ln.Addr().String()+"\n"), 0o600); err != nil {
 		rt.log.Warn("record the listen address", "err", err)
@@ -366,6 +364,8 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(rt.log.Handler(), slog.LevelWarn),
 	}
+	ln = api.LimitConnections(srv, ln, rt.cfg.API.MaxConnections)
+	rt.listener = ln
 	srv.RegisterOnShutdown(rt.server.CloseStreams) // clients resume with Last-Event-ID
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(ln) }()

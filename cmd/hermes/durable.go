@@ -333,7 +333,14 @@ state.db is never overwritten). Start hermes serve afterwards.`,
 				return err
 			}
 			start := time.Now()
-			m, err := restore(orBackground(cmd.Context()), h, args[0], force, cmd.ErrOrStderr())
+			dir, found, err := findBackup(args[0])
+			if err != nil {
+				return err
+			}
+			if dir != args[0] {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s holds %d backups; restoring the newest complete one: %s\n", args[0], found, dir)
+			}
+			m, err := restore(orBackground(cmd.Context()), h, dir, force, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -344,6 +351,39 @@ state.db is never overwritten). Start hermes serve afterwards.`,
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "restore into a home that is not empty, replacing its log")
 	return cmd
+}
+
+// findBackup names the backup to restore from path: path itself when it
+// holds a manifest, or else the newest complete backup among its
+// hermes-<time>/ folders (the folder given to hermes backup), with the
+// number of complete ones found. A backup is complete once its manifest is
+// written, which backup does last, and its log file is there.
+func findBackup(path string) (string, int, error) {
+	if _, err := os.Stat(filepath.Join(path, manifestName)); err == nil {
+		return path, 1, nil
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", 0, usageError(fmt.Errorf("restore: %w", err))
+	}
+	if !st.IsDir() {
+		return "", 0, usageError(fmt.Errorf("restore: %s is not a directory: give the folder of a backup (it holds %s) or the folder given to hermes backup", path, manifestName))
+	}
+	matches, err := filepath.Glob(filepath.Join(path, "hermes-*", manifestName))
+	if err != nil {
+		return "", 0, fmt.Errorf("restore: %w", err)
+	}
+	var complete []string
+	for _, m := range matches {
+		if info, err := os.Stat(filepath.Join(filepath.Dir(m), backupLogName)); err == nil && info.Mode().IsRegular() {
+			complete = append(complete, filepath.Dir(m))
+		}
+	}
+	if len(complete) == 0 {
+		return "", 0, usageError(fmt.Errorf("restore: %s holds no hermes backup (neither %s nor hermes-<time>/%s with its %s)", path, manifestName, manifestName, backupLogName))
+	}
+	// The names hold the UTC time: lexical order is age.
+	return complete[len(complete)-1], len(complete), nil
 }
 
 // restore puts the backup in dir into home h and rebuilds the read models.

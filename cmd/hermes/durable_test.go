@@ -327,4 +327,23 @@ func TestPeriodicBackup(t *testing.T) {
 		t.Fatalf("%d backups kept, want 2: %v", len(got), got)
 	}
 	hermes(t, 0, "restore", filepath.Dir(got[1]), "--home", t.TempDir())
+
+	// Given the folder given to hermes backup, restore takes the newest
+	// complete backup in it and says which; a later folder whose manifest
+	// was never written is passed over.
+	unfinished := filepath.Join(dir, "hermes-29991231T000000.000Z")
+	if err := os.Mkdir(unfinished, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, filepath.Join(filepath.Dir(got[1]), backupLogName), filepath.Join(unfinished, backupLogName))
+	out, _ := hermes(t, 0, "restore", dir, "--home", t.TempDir())
+	if !strings.Contains(out, "holds 2 backups; restoring the newest complete one: "+filepath.Dir(got[1])) {
+		t.Fatalf("restore %s: %s", dir, out)
+	}
+
+	// A folder without any backup is a clear refusal.
+	_, errOut := hermes(t, 2, "restore", t.TempDir(), "--home", t.TempDir())
+	if !strings.Contains(errOut, "holds no hermes backup") {
+		t.Fatalf("restore of a folder without backups: %s", errOut)
+	}
 }

@@ -80,28 +80,12 @@ func runImport(ctx context.Context, g *globalFlags, src string, o importOptions,
 	sum.sameHome = sameDir(abs, h.dir)
 	rep := &hermeshome.Report{}
 
+	if err := source.CheckFiles(); err != nil {
+		return fmt.Errorf("import %s: %w", abs, err)
+	}
 	if err := source.CheckNotRunning(rep); err != nil {
 		return fmt.Errorf("import %s: %w", abs, err)
 	}
-	var store *sqlite.Store
-	if !o.dryRun {
-		if err := h.ensure(); err != nil {
-			return err
-		}
-		// The lock keeps hermes serve (and, on the same home, a Hermes
-		// gateway, which takes the same flock) off the home meanwhile.
-		lock, err := acquireGatewayLock(h)
-		if err != nil {
-			return fmt.Errorf("import needs hermes serve stopped: %w", err)
-		}
-		defer lock.release()
-		store, err = sqlite.Open(h.eventsDB())
-		if err != nil {
-			return err
-		}
-		defer store.Close()
-	}
-
 	loc := cfg.Location()
 	routing, err := hermeshome.ReadRouting(source.SessionsJSON(), loc, rep)
 	if err != nil {
@@ -167,6 +151,23 @@ func runImport(ctx context.Context, g *globalFlags, src string, o importOptions,
 		return nil
 	}
 
+	// The source is read and checked before the target is touched: a
+	// refused source leaves no trace there.
+	if err := h.ensure(); err != nil {
+		return err
+	}
+	// The lock keeps hermes serve (and, on the same home, a Hermes
+	// gateway, which takes the same flock) off the home meanwhile.
+	lock, err := acquireGatewayLock(h)
+	if err != nil {
+		return fmt.Errorf("import needs hermes serve stopped: %w", err)
+	}
+	defer lock.release()
+	store, err := sqlite.Open(h.eventsDB())
+	if err != nil {
+		return err
+	}
+	defer store.Close()
 	handler := commands.NewHandler(store, writeSideConfig(cfg))
 	bar := importProgress(stderr, sum.messagesInSource+int64(len(lanes)))
 	for _, s := range sessionsRead {

@@ -202,6 +202,11 @@ func (p *tailPrinter) lane(env events.Envelope, show bool) error {
 	if domain.ClearsRestartCount(env.Event) {
 		p.restarts, p.countedBy = 0, ""
 	}
+	if e, ok := env.Event.(events.LaneImported); ok && e.RestartFailureCount > 0 {
+		// Hermes' count carries over, recorded by the importing node (as
+		// the sessions projection keeps it).
+		p.restarts, p.countedBy = e.RestartFailureCount, events.GatewayStreamOf(env.Metadata.Node)
+	}
 	if p.state.SessionID != "" {
 		p.sessions[p.state.SessionID] = true
 	}
