@@ -6,13 +6,17 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
+
+	"hermes/projections/transcripts"
 )
 
 // The log is the only truth: a backup is a consistent snapshot of it
@@ -56,7 +60,8 @@ func roDSN(path string) string {
 // dir (files 0600 in a 0700 directory) and returns its manifest, the
 // directory and how long the snapshot took. version goes into the
 // manifest. progress, when not nil, is told the bytes written so far of
-// about total while the snapshot is written, and total, total once it is.
+// about total as the snapshot begins and while it is written, and total,
+// total once it is.
 func Backup(ctx context.Context, h Home, dir string, now time.Time, version string, progress func(written, total int64)) (Manifest, string, time.Duration, error) {
 	if err := h.RequireStore(); err != nil {
 		return Manifest{}, "", 0, err
@@ -116,9 +121,11 @@ func vacuumInto(ctx context.Context, src, dst string, progress func(written, tot
 	}
 	f.Close()
 	done := make(chan struct{})
+	var wg sync.WaitGroup
 	total := pages * pageSize
 	if progress != nil {
-		go func() {
+		progress(0, total)
+		wg.Go(func() {
 			t := time.NewTicker(200 * time.Millisecond)
 			defer t.Stop()
 			for {
@@ -132,10 +139,11 @@ func vacuumInto(ctx context.Context, src, dst string, progress func(written, tot
 					}
 				}
 			}
-		}()
+		})
 	}
 	_, err = db.ExecContext(ctx, "VACUUM INTO ?", dst)
 	close(done)
+	wg.Wait() // progress is not called once Backup returned
 	if err != nil {
 		os.Remove(dst)
 		return fmt.Errorf("backup: vacuum into %s: %w", dst, err)
@@ -210,6 +218,94 @@ func syncDir(dir string) {
 		d.Sync()
 		d.Close()
 	}
+}
+
+// ErrHomeNotEmpty is Restore's refusal of a home that holds files, without
+// force.
+var ErrHomeNotEmpty = errors.New("not empty")
+
+// Restore puts the backup in dir into home h: it verifies the backup
+// against its manifest, takes the home's lock, puts the log in place, and
+// calls rebuild, which rebuilds the read models from it (RebuildOffline),
+// while it holds the lock. A home that is not empty is refused
+// (ErrHomeNotEmpty) unless force; a Python Hermes state.db always is.
+func Restore(ctx context.Context, h Home, dir string, force bool, rebuild func(context.Context) error) (Manifest, error) {
+	var m Manifest
+	data, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	if err != nil {
+		return m, fmt.Errorf("restore: %w", err)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("restore: %s: %w", ManifestName, err)
+	}
+	if m.Format != manifestFormat || m.File != BackupLogName {
+		return m, fmt.Errorf("restore: %s is not a hermes backup (format %q)", dir, m.Format)
+	}
+	src := filepath.Join(dir, m.File)
+	sum, _, err := fileSHA256(src)
+	if err != nil {
+		return m, fmt.Errorf("restore: %w", err)
+	}
+	if sum != m.SHA256 {
+		return m, fmt.Errorf("restore: %s does not match its manifest (sha256 %s, manifest %s): the backup is damaged", src, sum, m.SHA256)
+	}
+	if entries, err := os.ReadDir(h.Dir); err == nil && len(entries) > 0 && !force {
+		return m, fmt.Errorf("restore: %s is %w; pass --force to replace its log (hermes serve stopped)", h.Dir, ErrHomeNotEmpty)
+	}
+	if err := h.Ensure(); err != nil {
+		return m, err
+	}
+	lock, err := h.Lock()
+	if err != nil {
+		return m, fmt.Errorf("restore needs hermes serve stopped: %w", err)
+	}
+	defer lock.Release()
+	if foreignStateDB(h.StateDB()) {
+		return m, fmt.Errorf("restore: %s: %w; move it aside first", h.StateDB(), transcripts.ErrForeignDatabase)
+	}
+	tmp := h.EventsDB() + ".restore-tmp"
+	if err := copySynced(src, tmp); err != nil {
+		os.Remove(tmp)
+		return m, fmt.Errorf("restore: %w", err)
+	}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if err := os.Remove(h.EventsDB() + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return m, fmt.Errorf("restore: %w", err)
+		}
+	}
+	if err := os.Rename(tmp, h.EventsDB()); err != nil {
+		return m, fmt.Errorf("restore: %w", err)
+	}
+	syncDir(h.HermesDir())
+	// A marker of the home's previous run says nothing about this log.
+	if err := os.Remove(h.CleanShutdown()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return m, fmt.Errorf("restore: %w", err)
+	}
+	if err := rebuild(ctx); err != nil {
+		return m, fmt.Errorf("restore: the log is in place, rebuilding the read models failed (run hermes projections rebuild): %w", err)
+	}
+	return m, nil
+}
+
+func copySynced(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // backupEvery takes a snapshot of the log every backup.interval_seconds

@@ -234,9 +234,9 @@ func sweepBroken(log *slog.Logger, now time.Time, retention time.Duration, paths
 	}
 }
 
-// ForeignStateDB says, reading only, whether path holds tables but not
+// foreignStateDB says, reading only, whether path holds tables but not
 // hermes' state_meta: a state.db written by Python Hermes.
-func ForeignStateDB(path string) bool {
+func foreignStateDB(path string) bool {
 	if _, err := os.Stat(path); err != nil {
 		return false
 	}

@@ -52,7 +52,7 @@ func runForget(ctx context.Context, s daemonSettings, o forgetOptions, out, stde
 	if err != nil {
 		return err
 	}
-	rep, err := node.Forget(ctx, node.Config{Settings: s.cfg, Home: s.home.node(), Log: log},
+	rep, err := node.Forget(ctx, node.Config{Settings: s.cfg, Home: s.home, Log: log},
 		commands.Forget{Platform: o.platform, UserID: o.userID, UserIDAlt: o.userIDAlt, Reason: o.reason, RequestedBy: o.requestedBy})
 	if err != nil {
 		return err

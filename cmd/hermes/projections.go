@@ -75,22 +75,22 @@ func runRebuild(ctx context.Context, g *globalFlags, server string, stderr io.Wr
 	if err != nil {
 		return err
 	}
-	if spec.embedded() {
-		if err := h.requireStore(); err != nil {
+	if spec.Embedded() {
+		if err := h.RequireStore(); err != nil {
 			return err
 		}
-	} else if err := h.ensure(); err != nil {
+	} else if err := h.Ensure(); err != nil {
 		return err
 	}
-	lock, err := acquireGatewayLock(h)
+	lock, err := h.Lock()
 	if errors.Is(err, gatewaylock.ErrLocked) {
 		return rebuildLive(ctx, g, h, server, stderr)
 	}
 	if err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
-	defer lock.release()
-	if err := node.CheckRebuildSpace(h.node()); err != nil {
+	defer lock.Release()
+	if err := node.CheckRebuildSpace(h); err != nil {
 		return err
 	}
 	return rebuildReadModels(ctx, h, spec, stderr)
@@ -98,8 +98,8 @@ func runRebuild(ctx context.Context, g *globalFlags, server string, stderr io.Wr
 
 // rebuildReadModels rebuilds h's read models from its log into a scratch
 // directory and swaps them into place; the caller holds the gateway lock.
-func rebuildReadModels(ctx context.Context, h homeLayout, spec storeSpec, stderr io.Writer) error {
-	store, err := openStoreReadOnly(ctx, spec, h)
+func rebuildReadModels(ctx context.Context, h node.Home, spec node.StoreSpec, stderr io.Writer) error {
+	store, err := node.OpenStoreReadOnly(ctx, spec, h)
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func rebuildReadModels(ctx context.Context, h homeLayout, spec storeSpec, stderr
 	}
 	stopBar := drawRebuild(stderr, tracker.Status)
 	clamps := &clampList{}
-	err = node.RebuildOffline(ctx, h.node(), store, tracker, clamps)
+	err = node.RebuildOffline(ctx, h, store, tracker, clamps)
 	tracker.Finish(err)
 	stopBar()
 	if err != nil {
@@ -122,7 +122,7 @@ func rebuildReadModels(ctx context.Context, h homeLayout, spec storeSpec, stderr
 	st := tracker.Status()
 	took := st.FinishedAt.Sub(st.StartedAt)
 	rate := float64(st.Total) / max(took.Seconds(), 1e-3)
-	if !spec.embedded() {
+	if !spec.Embedded() {
 		fmt.Fprintf(stderr, "rebuilt the read models up to position %d of %s in %s (%.0f events/s)\n", st.Total, spec, took.Round(time.Millisecond), rate)
 		return nil
 	}
@@ -139,27 +139,27 @@ func runVerify(ctx context.Context, g *globalFlags, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	if spec.embedded() {
-		if err := h.requireStore(); err != nil {
+	if spec.Embedded() {
+		if err := h.RequireStore(); err != nil {
 			return err
 		}
 	}
-	lock, err := acquireGatewayLock(h)
+	lock, err := h.Lock()
 	if err != nil {
 		return fmt.Errorf("verify needs hermes serve stopped (it compares at one position): %w", err)
 	}
-	defer lock.release()
-	store, err := openStoreReadOnly(ctx, spec, h)
+	defer lock.Release()
+	store, err := node.OpenStoreReadOnly(ctx, spec, h)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	live, err := node.OpenReadModels(h.node())
+	live, err := node.OpenReadModels(h)
 	if err != nil {
 		return err
 	}
 	defer live.Close()
-	scratch, err := os.MkdirTemp(h.hermesDir(), "verify-")
+	scratch, err := os.MkdirTemp(h.HermesDir(), "verify-")
 	if err != nil {
 		return err
 	}
@@ -177,7 +177,7 @@ func runVerify(ctx context.Context, g *globalFlags, stdout, stderr io.Writer) er
 	}
 	head, _ := store.Head(ctx)
 	what := fmt.Sprintf("from %d events", head)
-	if !spec.embedded() {
+	if !spec.Embedded() {
 		what = fmt.Sprintf("up to position %d of %s", head, spec)
 	}
 	if n > 0 {

@@ -25,7 +25,7 @@ type serveOptions struct {
 // daemonSettings are what `hermes serve` was started with.
 type daemonSettings struct {
 	cfg         config.Config
-	home        homeLayout
+	home        node.Home
 	manualClock bool
 	logLevel    string
 	debugAddr   string
@@ -85,7 +85,7 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 	}
 	n, err := node.Open(ctx, node.Config{
 		Settings:        s.cfg,
-		Home:            s.home.node(),
+		Home:            s.home,
 		Log:             log,
 		ManualClock:     s.manualClock,
 		DebugAddr:       s.debugAddr,
