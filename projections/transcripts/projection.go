@@ -41,6 +41,9 @@ const SchemaVersion = 11
 const (
 	metaProjection = "hermes_projection"
 	metaCheckpoint = "hermes_checkpoint"
+	// metaFTSRewrite is set by a batch holding an erasure, in its
+	// transaction, and cleared by the purge that rewrote the FTS indexes.
+	metaFTSRewrite = "hermes_fts_rewrite_pending"
 )
 
 const (
