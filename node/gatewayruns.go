@@ -1,7 +1,8 @@
-package main
+package node
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -20,9 +21,8 @@ const gatewayRunTick = 5 * time.Second
 // the turns of runs that ended get crash recovery
 // (commands.Handler.RecoverGatewayRuns). It runs with the singleton duties
 // (the leader's, with several nodes) until ctx is done.
-func (rt *runtime) runGatewayRunLeases(ctx context.Context) {
+func (rt *runtime) runGatewayRunLeases(ctx context.Context, log *slog.Logger) {
 	started := rt.now()
-	log := rt.log.With("component", "gateway-runs")
 	ticks := rt.ticks(ctx, gatewayRunTick)
 	for {
 		out, err := rt.gatewayRunRound(ctx, started)
@@ -50,7 +50,7 @@ func (rt *runtime) runGatewayRunLeases(ctx context.Context) {
 
 // gatewayRunRound is one round of the lease duty.
 func (rt *runtime) gatewayRunRound(ctx context.Context, started time.Time) ([]commands.GatewayRunOutcome, error) {
-	m, release := api.AcquireModels(ctx, rt.models)
+	m, release := api.AcquireModels(ctx, rt.models.requests)
 	defer release()
 	runs, err := m.Lanes.RunningGatewayRuns(ctx)
 	if err != nil {
@@ -87,7 +87,7 @@ func (o openTurnKeys) OpenTurnKeys(ctx context.Context) ([]string, error) {
 // leaves their recently active lanes alone (the gateway applies that rule
 // at its own unclean start, as Hermes does).
 func (rt *runtime) gatewayRunsRunning(ctx context.Context) (bool, error) {
-	m, release := api.AcquireModels(ctx, rt.models)
+	m, release := api.AcquireModels(ctx, rt.models.requests)
 	defer release()
 	runs, err := m.Lanes.RunningGatewayRuns(ctx)
 	return len(runs) > 0, err
