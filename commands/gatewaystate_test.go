@@ -18,7 +18,9 @@ type stateIndex struct {
 	binding map[string]*domain.TopicBinding
 }
 
-func (x stateIndex) SessionExists(_ context.Context, id string) (bool, error) { return x.exists[id], nil }
+func (x stateIndex) SessionExists(_ context.Context, id string) (bool, error) {
+	return x.exists[id], nil
+}
 func (x stateIndex) HandoffState(_ context.Context, id string) (string, bool, error) {
 	return x.handoff[id], x.exists[id], nil
 }
