@@ -169,7 +169,8 @@ func TestGatewayProcessKilledMidTurnIsRecovered(t *testing.T) {
 		t.Errorf(".restart_failure_counts = %q, want %s at 1", got, g.key)
 	}
 	tail, _ := hermes(t, 0, "events", "tail", "--home", home, g.key)
-	if !strings.Contains(tail, "lane.turn_interrupted.v1") || !strings.Contains(tail, "restart_interrupted") {
+	if !strings.Contains(tail, "lane.turn_interrupted.v1") || !strings.Contains(tail, "restart_interrupted") ||
+		!strings.Contains(tail, "gateway run run-1 lost (lease_expired): cut this lane's turn  {interrupted_restarts: 0 → 1}") {
 		t.Errorf("events tail does not explain the recovery:\n%s", tail)
 	}
 }
