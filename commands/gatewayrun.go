@@ -32,7 +32,8 @@ type RunDirectory interface {
 type GatewayRunOutcome struct {
 	// Runs is the gateway's run stream after the command.
 	Runs domain.GatewayRuns
-	// Position of the last event the command appended (0: none).
+	// Position of the last event the command appended, on the run stream
+	// or on a lane (0: none): wait for it to read your write.
 	Position uint64
 	// Appended: the command appended the run's event (false for a repeat).
 	Appended bool
@@ -113,8 +114,10 @@ func turnKeys(turns []OpenTurn) []string {
 // closeRunTurns closes each turn, which the end of its run cut, with
 // reason: crash recovery's close (the turn and a resume mark), once per
 // turn (its id and the lane's version).
-func (h *Handler) closeRunTurns(ctx context.Context, turns []OpenTurn, reason string) ([]string, error) {
+// It returns the lanes it closed and the position of its last append.
+func (h *Handler) closeRunTurns(ctx context.Context, turns []OpenTurn, reason string) ([]string, uint64, error) {
 	var closed []string
+	var last uint64
 	var errs []error
 	for _, t := range turns {
 		res, err := h.InterruptTurn(ctx, InterruptTurn{Key: t.Key, TurnID: t.TurnID, Reason: reason,
@@ -123,12 +126,23 @@ func (h *Handler) closeRunTurns(ctx context.Context, turns []OpenTurn, reason st
 			errs = append(errs, err)
 			continue
 		}
+		last = max(last, res.Position)
 		if hasEvent[events.TurnInterrupted](res.Events) {
 			closed = append(closed, t.Key)
 		}
 	}
 	slices.Sort(closed)
-	return closed, errors.Join(errs...)
+	return closed, last, errors.Join(errs...)
+}
+
+// closeTurnsInto closes turns (closeRunTurns) for out, keeping its
+// position the last of everything the command appended.
+func (h *Handler) closeTurnsInto(ctx context.Context, out *GatewayRunOutcome, turns []OpenTurn, reason string) error {
+	closed, last, err := h.closeRunTurns(ctx, turns, reason)
+	out.Interrupted = append(out.Interrupted, closed...)
+	slices.Sort(out.Interrupted)
+	out.Position = max(out.Position, last)
+	return err
 }
 
 // StartGatewayRun is a gateway process announcing a run.
@@ -189,8 +203,7 @@ func (h *Handler) StartGatewayRun(ctx context.Context, dir RunDirectory, c Start
 				out.Ended = g.Evolve(lost).Last
 			}
 		}
-		out.Interrupted, err = h.closeRunTurns(ctx, prevTurns, events.ResumeRestartInterrupted)
-		return out, err
+		return out, h.closeTurnsInto(ctx, &out, prevTurns, events.ResumeRestartInterrupted)
 	}
 	return GatewayRunOutcome{}, fmt.Errorf("start run of gateway %s: %w", s.Gateway, ErrConflict)
 }
@@ -271,8 +284,7 @@ func (h *Handler) StopGatewayRun(ctx context.Context, dir OpenTurnDirectory, c S
 		}
 		after := g.Evolve(decided[0])
 		out := GatewayRunOutcome{Runs: after, Position: res.LastPosition(), Appended: !res.Duplicate, Ended: after.Last}
-		out.Interrupted, err = h.closeRunTurns(ctx, turns, reason)
-		return out, err
+		return out, h.closeTurnsInto(ctx, &out, turns, reason)
 	}
 	return GatewayRunOutcome{}, fmt.Errorf("stop run of gateway %s: %w", c.Gateway, ErrConflict)
 }
@@ -386,11 +398,8 @@ func (h *Handler) recoverGateway(ctx context.Context, gateway string, turns []Op
 	}
 	var errs []error
 	for _, reason := range slices.Sorted(maps.Keys(byReason)) {
-		closed, err := h.closeRunTurns(ctx, byReason[reason], reason)
-		out.Interrupted = append(out.Interrupted, closed...)
-		errs = append(errs, err)
+		errs = append(errs, h.closeTurnsInto(ctx, &out, byReason[reason], reason))
 	}
-	slices.Sort(out.Interrupted)
 	return out, errors.Join(errs...)
 }
 

@@ -116,6 +116,8 @@ func Summary(e events.Event) string {
 		return "Telegram topic mode disabled"
 	case events.TopicBound:
 		return fmt.Sprintf("topic %s bound to %s", e.ThreadID, e.SessionID)
+	case events.TopicsErased:
+		return fmt.Sprintf("person erased %s: topic users (%s%s)", e.ErasureID, e.Reason, requestedBy(e.RequestedBy))
 	case events.MessageAppended:
 		return fmt.Sprintf("%s message (%d bytes)", e.Message.Role, len(e.Message.Content))
 	case events.TranscriptRewritten:

@@ -147,6 +147,8 @@ func decodeEvent(typ string, data []byte) (Event, error) {
 		return decode[TopicModeDisabled](typ, data)
 	case TypeTopicBound:
 		return decode[TopicBound](typ, data)
+	case TypeTopicsErased:
+		return decode[TopicsErased](typ, data)
 
 	case TypeGatewayStarted:
 		return decode[GatewayStarted](typ, data)

@@ -91,6 +91,7 @@ var allTypes = []string{
 	events.TypeTopicModeEnabled,
 	events.TypeTopicModeDisabled,
 	events.TypeTopicBound,
+	events.TypeTopicsErased,
 }
 
 func goldenMessage() events.Message {
@@ -309,6 +310,7 @@ func goldenEvents() []events.Event {
 		events.TopicModeDisabled{ChatID: "12345", ClearBindings: true, At: goldenAt},
 		events.TopicBound{ChatID: "12345", ThreadID: "17585", UserID: "12345", SessionKey: "agent:main:telegram:dm:12345:17585",
 			SessionID: "20260514_093015_a1b2c3d4", ManagedMode: "auto", At: goldenAt},
+		events.TopicsErased{ChatID: "12345", ErasureID: "er_4f1c2d3e", Reason: events.ErasurePerson, RequestedBy: "dpo@example.invalid", At: goldenAt},
 	}
 }
 

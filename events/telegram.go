@@ -9,6 +9,7 @@ const (
 	TypeTopicModeEnabled  = "telegram.topic_mode_enabled.v1"
 	TypeTopicModeDisabled = "telegram.topic_mode_disabled.v1"
 	TypeTopicBound        = "telegram.topic_bound.v1"
+	TypeTopicsErased      = "telegram.person_erased.v1"
 )
 
 // TelegramPrefix starts the name of a Telegram chat's topic stream.
@@ -47,6 +48,36 @@ type TopicBound struct {
 	ManagedMode string    `json:"managed_mode"`
 	At          time.Time `json:"at"`
 }
+
+// TopicsErased records that a person erasure (ErasureID) forgot the user of
+// a chat's topic stream: the user id of every earlier event of the stream
+// is erased (the chat and thread ids, which route, stay; docs/ERASURE.md).
+type TopicsErased struct {
+	ChatID      string    `json:"chat_id"`
+	ErasureID   string    `json:"erasure_id"`
+	Reason      string    `json:"reason"`
+	RequestedBy string    `json:"requested_by,omitempty"`
+	At          time.Time `json:"at"`
+}
+
+// Erase implements [Erasure].
+func (x TopicsErased) Erase(earlier Event) (Event, bool) {
+	switch e := earlier.(type) {
+	case TopicModeEnabled:
+		changed := e.UserID != ""
+		e.UserID = ""
+		return e, changed
+	case TopicBound:
+		changed := e.UserID != ""
+		e.UserID = ""
+		return e, changed
+	}
+	return earlier, false
+}
+
+func (e TopicsErased) EventType() string     { return TypeTopicsErased }
+func (e TopicsErased) OccurredAt() time.Time { return e.At }
+func (TopicsErased) isEvent()                {}
 
 func (e TopicModeEnabled) EventType() string  { return TypeTopicModeEnabled }
 func (e TopicModeDisabled) EventType() string { return TypeTopicModeDisabled }

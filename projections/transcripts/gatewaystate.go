@@ -46,6 +46,9 @@ func init() {
 	stateEvents[events.TypeTopicBound] = stateHandler{sessionsOnly: true, apply: func(a *applier, _ string, e events.Event) error {
 		return a.topicBound(e.(events.TopicBound))
 	}}
+	stateEvents[events.TypeTopicsErased] = stateHandler{sessionsOnly: true, apply: func(a *applier, _ string, e events.Event) error {
+		return a.topicsErased(e.(events.TopicsErased))
+	}}
 	// A deleted session takes its state along: its topic binding (Hermes'
 	// ON DELETE CASCADE) and the state_meta values about it (their events
 	// are erased with its transcript).
@@ -168,6 +171,17 @@ func (a *applier) topicBound(e events.TopicBound) error {
 		e.ChatID, e.ThreadID, e.UserID, e.SessionKey, e.SessionID, e.ManagedMode, at, at, e.SessionID)
 	if err != nil {
 		return fmt.Errorf("bind topic %s: %w", e.ThreadID, err)
+	}
+	return nil
+}
+
+// topicsErased forgets the user of a chat's topic rows (a person erasure).
+func (a *applier) topicsErased(e events.TopicsErased) error {
+	for _, q := range []string{`UPDATE telegram_dm_topic_mode SET user_id = '' WHERE chat_id = ?`,
+		`UPDATE telegram_dm_topic_bindings SET user_id = '' WHERE chat_id = ?`} {
+		if _, err := a.s.conn.ExecContext(a.ctx, q, e.ChatID); err != nil {
+			return fmt.Errorf("erase topic users of %s: %w", e.ChatID, err)
+		}
 	}
 	return nil
 }

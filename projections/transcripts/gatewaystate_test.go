@@ -83,6 +83,13 @@ func TestGatewayState_MetaHandoffsTopics(t *testing.T) {
 	if mode, _ := r.TopicMode(ctx, "c1"); mode["enabled"] != int64(0) {
 		t.Errorf("after disable, enabled = %v", mode["enabled"])
 	}
+	h.add(events.TelegramStream("c1"), events.TopicsErased{ChatID: "c1", ErasureID: "er_1", Reason: events.ErasurePerson, At: at(11)})
+	mustApply(t, p, h.all[len(h.all)-1:])
+	mode, _ = r.TopicMode(ctx, "c1")
+	b, _ := r.TopicBindingOfSession(ctx, "s2")
+	if mode["user_id"] != "" || b["user_id"] != "" {
+		t.Errorf("after the person erasure: mode user %v, binding user %v; want both erased", mode["user_id"], b["user_id"])
+	}
 }
 
 // TestMessagesAround_AndAnchoredView follows Hermes' get_messages_around
