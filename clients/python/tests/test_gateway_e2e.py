@@ -169,14 +169,23 @@ class Gateway:
     def stop(self, restart: bool = False) -> Dict[str, List]:
         out = self.op(op="stop", restart=restart)
         self.proc.wait(OP_TIMEOUT)
-        self.err.close()
+        self._release()
         return out
 
     def kill(self) -> None:
         """The gateway dies without a word (SIGKILL)."""
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(OP_TIMEOUT)
-        self.err.close()
+        self._release()
+
+    def _release(self) -> None:
+        for f in (self.proc.stdin, self.err):
+            try:
+                f.close()
+            except OSError:
+                pass
+        self.reader.join(OP_TIMEOUT)
+        self.proc.stdout.close()
 
     def log_tail(self) -> str:
         try:
@@ -188,6 +197,8 @@ class Gateway:
     def close(self) -> None:
         if self.proc.poll() is None:
             self.kill()
+        elif not self.err.closed:
+            self._release()
 
 
 def key(chat_id: str, thread_id: Optional[str] = None) -> str:

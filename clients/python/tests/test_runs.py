@@ -61,7 +61,7 @@ class RunsTest(unittest.TestCase):
         self.assertEqual(self.runs_of("life")[0]["state"], "stopped")
         # the next run finds a clean predecessor and recovers nothing
         nxt = self.run_of("life").start()
-        self.assertEqual(nxt["previous"]["ended"], "stopped")
+        self.assertEqual(nxt["previous"]["state"], "stopped")
         self.assertEqual(nxt["interrupted"], [])
 
     def test_the_gateway_restarts_alone_and_its_open_turn_is_recovered(self):
@@ -71,7 +71,7 @@ class RunsTest(unittest.TestCase):
         a._halt.set()  # the process dies: no stop, no more heartbeats
         b = self.run_of("solo").start()
         self.assertEqual(b["previous"]["run_id"], a.run_id)
-        self.assertEqual(b["previous"]["ended"], "lost")
+        self.assertEqual(b["previous"]["state"], "lost")
         self.assertEqual(b["interrupted"], [key_of("g1")])
         lane = self.store.get_session(key_of("g1"))
         self.assertTrue(lane.resume_pending)
@@ -123,7 +123,7 @@ class RunsTest(unittest.TestCase):
             r._halt.set()
         fourth = self.run_of("loop").start()
         self.assertEqual(fourth["suspended"], [key_of("s1")])
-        self.store._ensure_loaded()
+        self.store._refresh_all()  # what the instrumented GatewayRunner.start does after announcing
         entry = self.store._entries.get(key_of("s1"))
         self.assertTrue(entry.suspended)
         # Hermes' start-up (_suspend_stuck_loop_sessions) skips it: already
