@@ -14,6 +14,13 @@ func init() {
 		h.call("POST", "/v1/gateway-runs", map[string]any{"gateway": "reads", "run_id": run}, 201, nil)
 		return readCheck{path: "/v1/gateway-runs?gateway=reads", status: 200, has: `"run_id":"` + run + `"`}
 	}
+	readCases["/v1/sessions/{key}/expiry"] = func(h *harness, n int) readCheck {
+		res := h.resolve(dm(fmt.Sprint("expiry-", n)))
+		h.call("POST", lane(res.Entry.SessionKey, "/reset"), map[string]string{}, 200, nil)
+		var e entry
+		h.call("POST", lane(res.Entry.SessionKey, "/reset"), map[string]string{}, 200, &e)
+		return readCheck{path: lane(res.Entry.SessionKey, "/expiry"), status: 200, has: `"session_id":"` + e.SessionID + `"`}
+	}
 	readCases["/v1/meta/{meta_key}"] = func(h *harness, n int) readCheck {
 		v := fmt.Sprint("value-", n)
 		h.call("PUT", "/v1/meta/reads", map[string]string{"value": v}, 200, nil)

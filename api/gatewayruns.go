@@ -11,6 +11,7 @@ import (
 
 	"hermes/commands"
 	"hermes/domain"
+	"hermes/projections/sessions"
 	"hermes/projections/transcripts"
 )
 
@@ -28,6 +29,8 @@ func (s *Server) gatewayRoutes(rt routes) {
 	rt.post("/gateway-runs/{gateway}/{run_id}/heartbeat", withRun(s.heartbeatGatewayRun))
 	rt.post("/gateway-runs/{gateway}/{run_id}/stop", withRun(s.stopGatewayRun))
 
+	rt.get("/sessions/{key}/expiry", withKey(s.laneExpiry))
+	rt.control("/sessions/key", s.sessionKeyOf)
 	rt.post("/sessions/{key}/compression-split", withKey(s.compressionSplit))
 	rt.post("/sessions/{key}/fresh-reset/consume", withKey(s.consumeFreshReset))
 	rt.post("/sessions/{key}/expiry-finalized", withKey(s.expiryFinalized))
@@ -482,4 +485,66 @@ func (s *Server) runEnded(ctx context.Context, err error, run gatewayRunRef) err
 		return err
 	}
 	return fmt.Errorf("%w: run %s of gateway %s was followed by another run", domain.ErrRunEnded, run.RunID, run.Gateway)
+}
+
+// expiryAnswer is GET /v1/sessions/{key}/expiry: Hermes' _should_reset and
+// _is_session_expired for the lane, judged on the entry alone.
+type expiryAnswer struct {
+	SessionID       string  `json:"session_id"`
+	Expired         bool    `json:"expired"`
+	Reason          *string `json:"reason"`
+	ExpiryFinalized bool    `json:"expiry_finalized"`
+}
+
+func (s *Server) laneExpiry(w http.ResponseWriter, r *http.Request, key sessionKey) error {
+	row, err := s.lanes(r.Context()).Lane(r.Context(), string(key))
+	if err != nil {
+		return err
+	}
+	reason := s.Commands.ExpiryReason(row.Lane)
+	return respond(w, expiryAnswer{SessionID: row.Lane.SessionID, Expired: reason != "", Reason: nullable(reason),
+		ExpiryFinalized: row.Lane.ExpiryFinalized})
+}
+
+// expiredOnly keeps, with expired=true, the lanes whose session expired and
+// was not finalized (the expiry watcher's walk); expired=false the others.
+func (s *Server) expiredOnly(r *http.Request, rows []sessions.Row) ([]sessions.Row, error) {
+	want, err := boolQuery(r, "expired")
+	if err != nil {
+		return nil, err
+	}
+	return lo.Filter(rows, func(row sessions.Row, _ int) bool {
+		expired := !row.Lane.ExpiryFinalized && s.Commands.ExpiryReason(row.Lane) != ""
+		return expired == want
+	}), nil
+}
+
+// sessionKeyRequest is POST /v1/sessions/key.
+type sessionKeyRequest struct {
+	Source *sourceRequest `json:"source"`
+}
+
+func (q sessionKeyRequest) validate() error {
+	if q.Source == nil {
+		return fmt.Errorf("%w: source is required", errBadRequest)
+	}
+	return q.Source.validate()
+}
+
+// sessionKeyOf is Hermes' _generate_session_key: the lane key hermes builds
+// for a source (WhatsApp identities canonicalised), appending nothing.
+func (s *Server) sessionKeyOf(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[sessionKeyRequest](r, false)
+	if err != nil {
+		return err
+	}
+	src := req.Source.domainSource().Normalized()
+	if src.Platform == "" {
+		return fmt.Errorf("%w: source.platform is required", errBadRequest)
+	}
+	key, err := s.Commands.SessionKey(src)
+	if err != nil {
+		return err
+	}
+	return respond(w, map[string]string{"session_key": key})
 }

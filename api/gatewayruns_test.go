@@ -376,3 +376,49 @@ func TestGatewayState_OverHTTP(t *testing.T) {
 		t.Errorf("last_auto_prune after a run = null")
 	}
 }
+
+// TestLaneExpiryAndSessionKey: hermes' answer to _is_session_expired and
+// _should_reset for a lane, the expired filter of the lane list, and
+// _generate_session_key for a source.
+func TestLaneExpiryAndSessionKey(t *testing.T) {
+	h := newHarness(t)
+	key := h.resolve(dm("106")).Entry.SessionKey
+	var exp struct {
+		Expired         bool    `json:"expired"`
+		Reason          *string `json:"reason"`
+		ExpiryFinalized bool    `json:"expiry_finalized"`
+	}
+	h.call("GET", lane(key, "/expiry"), nil, http.StatusOK, &exp)
+	if exp.Expired || exp.Reason != nil {
+		t.Errorf("a fresh lane's expiry = %+v, want not expired", exp)
+	}
+	var list struct {
+		Sessions []entry `json:"sessions"`
+	}
+	h.call("GET", "/v1/sessions?expired=true", nil, http.StatusOK, &list)
+	if len(list.Sessions) != 0 {
+		t.Errorf("expired lanes of a fresh home = %d, want 0", len(list.Sessions))
+	}
+	if err := h.clock.Set(start.Add(25 * time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	h.call("GET", lane(key, "/expiry"), nil, http.StatusOK, &exp)
+	if !exp.Expired || exp.Reason == nil || (*exp.Reason != "idle" && *exp.Reason != "daily") {
+		t.Errorf("a day later the lane's expiry = %+v, want expired (idle or daily)", exp)
+	}
+	h.call("GET", "/v1/sessions?expired=true", nil, http.StatusOK, &list)
+	if len(list.Sessions) != 1 || list.Sessions[0].SessionKey != key {
+		t.Errorf("expired lanes = %+v, want %s", list.Sessions, key)
+	}
+	var got struct {
+		SessionKey string `json:"session_key"`
+	}
+	before := h.head()
+	h.call("POST", "/v1/sessions/key", map[string]any{"source": dm("107")}, http.StatusOK, &got)
+	if got.SessionKey != "agent:main:telegram:dm:107" || h.head() != before {
+		t.Errorf("POST /v1/sessions/key = %q (log %d -> %d), want agent:main:telegram:dm:107 and no event", got.SessionKey, before, h.head())
+	}
+	if r := h.do("POST", "/v1/sessions/key", map[string]any{"source": map[string]string{"chat_id": "1"}}); r.status != http.StatusBadRequest {
+		t.Errorf("a source without a platform = %d, want 400", r.status)
+	}
+}

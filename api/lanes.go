@@ -87,6 +87,11 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if q.Has("expired") {
+		if rows, err = s.expiredOnly(r, rows); err != nil {
+			return err
+		}
+	}
 	return respond(w, newSessionsResponse(rows))
 }
 

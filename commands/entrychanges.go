@@ -124,3 +124,9 @@ func (h *Handler) FinalizeExpiryOf(ctx context.Context, c FinalizeExpiryOf) (Lan
 		return l.FinalizeExpiryOf(c.SessionID, h.cfg.rulesFor(l.Platform, l.ChatType), c.Forced, now)
 	})
 }
+
+// ExpiryReason is the lane's expiry under its reset policy at the
+// handler's clock (domain.Lane.ExpiryReason): "idle", "daily" or "".
+func (h *Handler) ExpiryReason(l domain.Lane) string {
+	return l.ExpiryReason(h.cfg.rulesFor(l.Platform, l.ChatType), h.now())
+}

@@ -109,3 +109,14 @@ func (l Lane) FinalizeExpiryOf(sessionID string, rules LaneRules, forced bool, n
 	}
 	return []events.Event{events.ExpiryFinalized{SessionID: sessionID, Forced: forced, At: now}}, nil
 }
+
+// ExpiryReason is Hermes' _should_reset judged on the entry alone (its
+// _is_session_expired when not ""): "idle" or "daily" when the reset policy
+// says the session expired at now, "" otherwise and always for a lane with
+// live processes. Suspended and resume-pending flags are not considered.
+func (l Lane) ExpiryReason(r LaneRules, now time.Time) string {
+	if !l.Exists() || l.ActiveProcesses > 0 {
+		return ""
+	}
+	return r.Policy.ResetReason(l.UpdatedAt, now, r.Location)
+}
