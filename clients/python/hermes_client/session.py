@@ -368,6 +368,9 @@ class SessionEntry:
         )
 
 
+# The source fields a session key is made of (hermes' BuildSessionKey).
+_KEY_FIELDS = ("platform", "chat_id", "chat_type", "user_id", "user_id_alt", "thread_id")
+
 # The fields a change in place of which _save() looks at (all but version).
 _TRACKED = tuple(f.name for f in dataclasses.fields(SessionEntry) if f.name != "version")
 _TRACKED_SET = frozenset(_TRACKED)
@@ -557,6 +560,7 @@ class SessionStore:
         self._conflicts: List[HermesConflict] = []
         self._reported: Dict[str, bool] = {}
         self._key_route = True
+        self._keys: Dict[tuple, str] = {}
         self._expiry_route = True
         self._entries = _EntryIndex(self)
         from .state import SessionDB
@@ -963,9 +967,24 @@ class SessionStore:
     def _generate_session_key(self, source: SessionSource) -> str:
         """hermes' session key for a source (its key rules and WhatsApp
         canonicalisation), as Hermes' build_session_key computes it."""
+        wire = _source_wire(source)
+        cache_key = None
+        if wire.get("platform") != "whatsapp":
+            # The key is a function of the source and hermes' key rules:
+            # asked once per distinct source. WhatsApp's depends on the
+            # bridge's mapping files, which change: asked every time.
+            cache_key = tuple(wire.get(k) for k in _KEY_FIELDS)
+            hit = self._keys.get(cache_key)
+            if hit is not None:
+                return hit
         if self._key_route:
             try:
-                return self._http.post("/sessions/key", {"source": _source_wire(source)})["session_key"]
+                got = self._http.post("/sessions/key", {"source": wire})["session_key"]
+                if cache_key is not None:
+                    if len(self._keys) >= 4096:
+                        self._keys.clear()
+                    self._keys[cache_key] = got
+                return got
             except HermesError as e:
                 if not (e.status == 405 or (e.status == 404 and "no route" in e.message)):
                     raise

@@ -278,5 +278,117 @@ class SaveTest(unittest.TestCase):
         self.assertTrue(now.resume_pending)
 
 
+class HermesAnswersTest(unittest.TestCase):
+    """The private questions Hermes' gateway asks the store, answered by hermes."""
+
+    def setUp(self):
+        self.store = SessionStore(None, None, base_url=SERVER.url)
+
+    def tearDown(self):
+        self.store.close()
+
+    def test_generate_session_key_canonicalises_whatsapp(self):
+        src = SessionSource(platform="whatsapp", chat_id="15551234567@s.whatsapp.net")
+        self.assertEqual(self.store._generate_session_key(src), "agent:main:whatsapp:dm:15551234567")
+        grp = SessionSource(platform="telegram", chat_id="-100", chat_type="group", user_id="7")
+        self.assertEqual(self.store._generate_session_key(grp), "agent:main:telegram:group:-100:7")
+        # asked once per distinct source
+        self.assertIn(("telegram", "-100", "group", "7", None, None), self.store._keys)
+
+    def test_is_session_expired_and_should_reset_follow_hermes_clock(self):
+        e = self.store.get_or_create_session(dm("exp"))
+        self.assertFalse(self.store._is_session_expired(e))
+        self.assertIsNone(self.store._should_reset(e, dm("exp")))
+        SERVER.advance("25h")
+        self.assertTrue(self.store._is_session_expired(e))
+        self.assertIn(self.store._should_reset(e, dm("exp")), ("idle", "daily"))
+        busy = SessionStore(None, None, has_active_processes_fn=lambda key: True, base_url=SERVER.url)
+        try:
+            self.assertFalse(busy._is_session_expired(e))  # live processes: never, as in Hermes
+        finally:
+            busy.close()
+
+    def test_expiry_finalized_in_place(self):
+        e = self.store.get_or_create_session(dm("fin"))
+        e.expiry_finalized = True
+        with self.assertRaises(HermesConflict):  # not expired: hermes refuses
+            self.store._save()
+        self.assertFalse(e.expiry_finalized)
+        SERVER.advance("25h")
+        e = self.store._entries[key_of("fin")]
+        with self.store._lock:  # as the gateway's expiry watcher does
+            e.expiry_finalized = True
+            self.store._save()
+        self.assertEqual(SERVER.types(key_of("fin"))[-1], "lane.expiry_finalized.v1")
+        self.assertTrue(self.store.get_session(key_of("fin")).expiry_finalized)
+
+
+class CompressionSplitTest(unittest.TestCase):
+    """entry.session_id = new; _save(): gateway/run.py after a compression."""
+
+    def setUp(self):
+        self.store = SessionStore(None, None, base_url=SERVER.url)
+        self.db = self.store.db
+
+    def tearDown(self):
+        self.store.close()
+
+    def child_of(self, parent: str, suffix: str) -> str:
+        child = parent + suffix
+        self.db.end_session(parent, "compression")
+        self.db.create_session(child, "telegram", parent_session_id=parent)
+        return child
+
+    def test_split_keeps_the_entry_and_moves_the_lane(self):
+        e = self.store.get_or_create_session(dm("split"))
+        e.last_prompt_tokens = 9
+        self.store._save()
+        old = e.session_id
+        new = self.child_of(old, "_c1")
+        e.session_id = new
+        self.store._save()
+        self.assertIs(self.store._entries[key_of("split")], e)
+        ev = SERVER.events(key_of("split"))[-1]
+        self.assertEqual(ev["type"], "lane.session_compressed.v1")
+        self.assertEqual((ev["data"]["previous_session_id"], ev["data"]["session_id"]), (old, new))
+        lane = self.store.get_session(key_of("split"))
+        self.assertEqual(lane.session_id, new)
+        self.assertEqual(lane.last_prompt_tokens, 9)  # the entry is kept, not reset
+        self.assertIn("session compressed", SERVER.tail(key_of("split")))
+
+    def test_a_session_that_is_not_a_compression_child_is_refused(self):
+        e = self.store.get_or_create_session(dm("notchild"))
+        self.db.create_session("unrelated_session_x", "telegram")
+        old = e.session_id
+        e.session_id = "unrelated_session_x"
+        with self.assertRaises(HermesConflict) as cm:
+            self.store._save()
+        self.assertIn("session_id", str(cm.exception))
+        self.assertEqual(e.session_id, old)
+        self.assertNotIn("lane.session_compressed.v1", SERVER.types(key_of("notchild")))
+
+    def test_a_lane_another_process_moved_fails_loudly(self):
+        e = self.store.get_or_create_session(dm("moved"))
+        old = e.session_id
+        other = SessionStore(None, None, base_url=SERVER.url)
+        reset = other.reset_session(key_of("moved"))
+        other.close()
+        e.session_id = self.child_of(old, "_c2")
+        with self.assertRaises(HermesConflict):
+            self.store._save()
+        now = self.store._entries[key_of("moved")]
+        self.assertEqual(now.session_id, reset.session_id)
+        self.assertNotIn("lane.session_compressed.v1", SERVER.types(key_of("moved")))
+
+    def test_fresh_reset_consumed_in_place(self):
+        self.store.get_or_create_session(dm("fresh"))
+        new = self.store.reset_session(key_of("fresh"))
+        self.assertTrue(new.is_fresh_reset)
+        new.is_fresh_reset = False
+        self.store._save()
+        self.assertEqual(SERVER.types(key_of("fresh"))[-1], "lane.fresh_reset_consumed.v1")
+        self.assertFalse(self.store.get_or_create_session(dm("fresh")).is_fresh_reset)
+
+
 if __name__ == "__main__":
     unittest.main()
