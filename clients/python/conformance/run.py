@@ -24,6 +24,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -120,7 +121,7 @@ def run_mode(tree: Path, mode: str, files: List[str], hermes_bin: str, k: str = 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    src = ap.add_mutually_exclusive_group(required=True)
+    src = ap.add_mutually_exclusive_group()
     src.add_argument("--tree", help="a hermes-agent tree at the commit (copied, never written)")
     src.add_argument("--checkout", help="a hermes-agent work tree at the commit (copied, never written)")
     src.add_argument("--mirror", help="a hermes-agent git directory holding the commit")
@@ -130,8 +131,19 @@ def main() -> int:
     ap.add_argument("--file", action="append", help="run only this test file (repeatable)")
     ap.add_argument("--out", help="also write the report (markdown) here")
     ap.add_argument("-k", help="pytest -k expression (to run a subset)")
+    ap.add_argument("--json", help="also save every result here (for --render)")
+    ap.add_argument("--render", help="write the report from results saved by --json, running nothing")
     args = ap.parse_args()
 
+    if args.render:
+        saved = json.loads(Path(args.render).read_text())
+        report = render(saved["results"], saved["files"], saved["commit"])
+        print(report)
+        if args.out:
+            Path(args.out).write_text(report)
+        return 0
+    if not (args.tree or args.checkout or args.mirror):
+        ap.error("one of --tree, --checkout, --mirror is required")
     tree = prepare_tree(args)
     files = args.file or FILES
     hermes_bin = str(Path(args.hermes_bin).resolve())
@@ -142,11 +154,22 @@ def main() -> int:
             results[mode] = run_mode(tree, mode, files, hermes_bin, args.k)
     finally:
         shutil.rmtree(tree, ignore_errors=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"results": results, "files": files, "commit": args.commit}))
     report = render(results, files, args.commit)
     print("\n" + report)
     if args.out:
         Path(args.out).write_text(report)
     return 0
+
+
+_ABS = re.compile(r"/[^\s:'\"]*/([^/\s:'\"]+/[^/\s:'\"]+\.py)")
+
+
+def _clean(reason: str) -> str:
+    """A failure reason without this machine's paths (the file and its
+    directory are kept)."""
+    return _ABS.sub(r"\1", reason or "")
 
 
 def render(results: Dict[str, List[Dict]], files: List[str], commit: str) -> str:
@@ -192,13 +215,13 @@ def render(results: Dict[str, List[Dict]], files: List[str], commit: str) -> str
     if both:
         lines += ["", "Passes lost (pass with Hermes' classes, not with the client's):", ""]
         lines += [f"- `{nid}`: {by_id['client'].get(nid, {}).get('outcome', 'missing')}: "
-                  f"{by_id['client'].get(nid, {}).get('reason', '')}" for nid in lost] or ["- none"]
+                  f"{_clean(by_id['client'].get(nid, {}).get('reason', ''))}" for nid in lost] or ["- none"]
     if "client" in results:
         fails = [r for r in results["client"] if r["outcome"] == "failed"]
         lines += ["", "Failures with the client:", ""]
         lines += [f"- `{r['nodeid']}`"
                   + (" (fails with Hermes' classes too)" if both and by_id["upstream"].get(r["nodeid"], {}).get("outcome") != "passed" else "")
-                  + f": {r['reason']}" for r in fails] or ["- none"]
+                  + f": {_clean(r['reason'])}" for r in fails] or ["- none"]
         na = collections.Counter(r["reason"].split("N/A: ", 1)[-1] for r in results["client"] if r["outcome"] == "n/a")
         lines += ["", "Not applicable with the client, by reason:", ""]
         lines += [f"- {n} × {why}" for why, n in na.most_common()] or ["- none"]

@@ -393,24 +393,61 @@ class SessionDB:
         except HermesNotFound:
             pass
 
+    @staticmethod
+    def _remove_session_files(sessions_dir: Optional[Path], session_id: str) -> None:
+        """Removes the gateway's own on-disk leftovers of a session, as
+        Hermes does: ``<id>.json``, ``<id>.jsonl`` and
+        ``request_dump_<id>_*.json`` in ``sessions_dir`` (never outside it)."""
+        if sessions_dir is None or not session_id or any(c in session_id for c in "/\\\0") or ".." in session_id:
+            return
+        d = Path(sessions_dir)
+        for suffix in (".json", ".jsonl"):
+            try:
+                (d / f"{session_id}{suffix}").unlink()
+            except OSError:
+                pass
+        try:
+            for p in d.glob(f"request_dump_{session_id}_*.json"):
+                try:
+                    p.unlink()
+                except OSError:
+                    pass
+        except OSError:
+            pass
+
     def delete_session(self, session_id: str, sessions_dir: Optional[Path] = None) -> bool:
         try:
             self._http.delete(self._p("transcripts", session_id))
-            return True
         except (HermesNotFound, HermesInvalidArgument):
             return False
+        self._remove_session_files(sessions_dir, session_id)
+        return True
 
     def delete_session_if_empty(self, session_id: str, sessions_dir: Optional[Path] = None) -> bool:
+        """Deletes the session when it has no message, no title and no
+        child session, as Hermes does. The checks and the delete are
+        separate requests: a message appended between them is deleted with
+        the session (Hermes runs both in one transaction)."""
         row = self.get_session(session_id)
-        if not row or row.get("message_count", 0) or self.message_count(session_id):
+        if not row or row.get("message_count", 0) or row.get("title") or self.message_count(session_id):
             return False
-        return self.delete_session(session_id)
+        try:
+            lineage = self._http.get(self._p("transcripts", session_id, "lineage"))
+        except (HermesNotFound, HermesInvalidArgument):
+            return False
+        if len(lineage.get("descendants") or []) > 1:
+            return False
+        return self.delete_session(session_id, sessions_dir)
 
     def delete_sessions(self, session_ids: List[str], sessions_dir: Optional[Path] = None) -> int:
         ids = [s for s in dict.fromkeys(session_ids or []) if s]
         if not ids:
             return 0
-        return int(self._http.post("/transcripts/delete", {"session_ids": ids})["deleted"])
+        n = int(self._http.post("/transcripts/delete", {"session_ids": ids})["deleted"])
+        for sid in ids:
+            if self.get_session(sid) is None:
+                self._remove_session_files(sessions_dir, sid)
+        return n
 
     def count_empty_sessions(self) -> int:
         return int(self._http.get("/transcripts/count", empty=True)["count"])
