@@ -133,11 +133,14 @@ def main() -> int:
     ap.add_argument("-k", help="pytest -k expression (to run a subset)")
     ap.add_argument("--json", help="also save every result here (for --render)")
     ap.add_argument("--render", help="write the report from results saved by --json, running nothing")
+    ap.add_argument("--before", help="with --render: results saved by --json for an earlier client, "
+                                     "shown per file beside the current ones")
     args = ap.parse_args()
 
     if args.render:
         saved = json.loads(Path(args.render).read_text())
-        report = render(saved["results"], saved["files"], saved["commit"])
+        before = json.loads(Path(args.before).read_text())["results"].get("client") if args.before else None
+        report = render(saved["results"], saved["files"], saved["commit"], before=before)
         print(report)
         if args.out:
             Path(args.out).write_text(report)
@@ -172,7 +175,7 @@ def _clean(reason: str) -> str:
     return _ABS.sub(r"\1", reason or "")
 
 
-def render(results: Dict[str, List[Dict]], files: List[str], commit: str) -> str:
+def render(results: Dict[str, List[Dict]], files: List[str], commit: str, before: List[Dict] = None) -> str:
     per = {m: collections.OrderedDict((f, collections.Counter()) for f in files) for m in results}
     by_id = {m: {r["nodeid"]: r for r in rows} for m, rows in results.items()}
     for m, rows in results.items():
@@ -180,14 +183,21 @@ def render(results: Dict[str, List[Dict]], files: List[str], commit: str) -> str
             per[m].setdefault(r.get("file", ""), collections.Counter())[r["outcome"]] += 1
     lines = [f"hermes-agent commit `{commit}`, hermes `{git_head()}`", ""]
     both = "upstream" in results and "client" in results
+    prior = collections.OrderedDict((f, collections.Counter()) for f in files)
+    for r in before or []:
+        prior.setdefault(r.get("file", ""), collections.Counter())[r["outcome"]] += 1
     lost: List[str] = []
     if both:
         for nid, r in by_id["upstream"].items():
             c = by_id["client"].get(nid)
             if r["outcome"] == "passed" and (c is None or c["outcome"] != "passed"):
                 lost.append(nid)
-        lines += ["| file | Hermes' classes: passed / failed / skipped | client: passed / failed / n.a. / skipped "
-                  "| passes lost |", "| --- | ---: | ---: | ---: |"]
+        if before is not None:
+            lines += ["| file | Hermes' classes: passed / failed | client before: passed / failed / n.a. "
+                      "| client now: passed / failed / n.a. | passes lost now |", "| --- | ---: | ---: | ---: | ---: |"]
+        else:
+            lines += ["| file | Hermes' classes: passed / failed / skipped | client: passed / failed / n.a. / skipped "
+                      "| passes lost |", "| --- | ---: | ---: | ---: |"]
     else:
         lines += ["| file | passed | failed | not applicable | skipped by the test itself |",
                   "| --- | ---: | ---: | ---: | ---: |"]
@@ -198,16 +208,37 @@ def render(results: Dict[str, List[Dict]], files: List[str], commit: str) -> str
         if both:
             u, c = per["upstream"][f], per["client"][f]
             n_lost = sum(1 for nid in lost if nid.split("::")[0].endswith(f) or by_id["upstream"][nid].get("file") == f)
-            lines.append(f"| `{f}` | {u['passed']} / {u['failed']} / {u['skipped']} | "
-                         f"{c['passed']} / {c['failed']} / {c['n/a']} / {c['skipped']} | {n_lost} |")
+            if before is not None:
+                b = prior[f]
+                lines.append(f"| `{f}` | {u['passed']} / {u['failed']} | {b['passed']} / {b['failed']} / {b['n/a']} | "
+                             f"{c['passed']} / {c['failed']} / {c['n/a']} | {n_lost} |")
+            else:
+                lines.append(f"| `{f}` | {u['passed']} / {u['failed']} / {u['skipped']} | "
+                             f"{c['passed']} / {c['failed']} / {c['n/a']} / {c['skipped']} | {n_lost} |")
         else:
             (m,) = results
             c = per[m][f]
             lines.append(f"| `{f}` | {c['passed']} | {c['failed']} | {c['n/a']} | {c['skipped']} |")
     if both:
         u, c = tot["upstream"], tot["client"]
-        lines.append(f"| **all** | **{u['passed']} / {u['failed']} / {u['skipped']}** | "
-                     f"**{c['passed']} / {c['failed']} / {c['n/a']} / {c['skipped']}** | **{len(lost)}** |")
+        if before is not None:
+            b = collections.Counter()
+            for f in files:
+                b.update(prior[f])
+            lines.append(f"| **all** | **{u['passed']} / {u['failed']}** | **{b['passed']} / {b['failed']} / {b['n/a']}** | "
+                         f"**{c['passed']} / {c['failed']} / {c['n/a']}** | **{len(lost)}** |")
+            for label, group in (("issue 34's fifteen gateway files", GATEWAY_FILES), ("the store's own files", STORE_FILES)):
+                gu, gb, gc = collections.Counter(), collections.Counter(), collections.Counter()
+                for f in group:
+                    gu.update(per["upstream"].get(f, {}))
+                    gb.update(prior.get(f, {}))
+                    gc.update(per["client"].get(f, {}))
+                gl = sum(1 for nid in lost if by_id["upstream"][nid].get("file") in group)
+                lines.append(f"| {label} | {gu['passed']} / {gu['failed']} | {gb['passed']} / {gb['failed']} / {gb['n/a']} | "
+                             f"{gc['passed']} / {gc['failed']} / {gc['n/a']} | {gl} |")
+        else:
+            lines.append(f"| **all** | **{u['passed']} / {u['failed']} / {u['skipped']}** | "
+                         f"**{c['passed']} / {c['failed']} / {c['n/a']} / {c['skipped']}** | **{len(lost)}** |")
     else:
         (m,) = results
         c = tot[m]
