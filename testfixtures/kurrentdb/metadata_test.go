@@ -202,3 +202,16 @@ func TestSubscriptionsAndDeletes(t *testing.T) {
 		}
 	})
 }
+
+func TestReadFromBeyondTheEnd(t *testing.T) {
+	_, c := client(t)
+	appendN(t, c, "s", esdb.NoStream{}, 3, "e")
+	huge := esdb.Revision(1<<63 + 5)
+	if got, err := readStream(t, c, "s", esdb.ReadStreamOptions{From: huge}); err != nil || len(got) != 0 {
+		t.Errorf("read forwards from %d = %v, %v; want nothing", huge.Value, revisions(got), err)
+	}
+	got, err := readStream(t, c, "s", esdb.ReadStreamOptions{From: huge, Direction: esdb.Backwards})
+	if err != nil || !equalRevisions(revisions(got), []uint64{2, 1, 0}) {
+		t.Errorf("read backwards from %d = %v, %v; want [2 1 0]", huge.Value, revisions(got), err)
+	}
+}

@@ -291,7 +291,7 @@ func readStreamRange(v streamView, o readOptions) []*record {
 		case o.fromEnd:
 			return nil
 		}
-		from = max(from, v.first())
+		from = min(max(from, v.first()), deletedStream)
 		for i := firstAfter(v.recs, int64(from)-1); i < len(v.recs) && uint64(len(out)) < o.count; i++ {
 			if r := v.recs[i]; v.visible(r) {
 				out = append(out, r)
