@@ -86,13 +86,25 @@ func TestMetadataLatestWins(t *testing.T) {
 	_, c := client(t)
 	ctx := t.Context()
 	appendN(t, c, "s", esdb.NoStream{}, 4, "e")
-	for _, tb := range []uint64{1, 3} {
+	// The metastream has revisions of its own, and the expected revision of
+	// a metadata write is checked against them.
+	for i, tb := range []uint64{1, 3} {
 		var m esdb.StreamMetadata
 		m.SetTruncateBefore(tb)
 		m.AddCustomProperty("tb", tb)
-		if _, err := c.SetStreamMetadata(ctx, "s", esdb.AppendToStreamOptions{}, m); err != nil {
-			t.Fatal(err)
+		x := esdb.ExpectedRevision(esdb.NoStream{})
+		if i > 0 {
+			x = esdb.Revision(uint64(i - 1))
 		}
+		wr, err := c.SetStreamMetadata(ctx, "s", esdb.AppendToStreamOptions{ExpectedRevision: x}, m)
+		if err != nil || wr.NextExpectedVersion != uint64(i) {
+			t.Fatalf("SetStreamMetadata #%d = %+v, %v; want metastream revision %d", i, wr, err, i)
+		}
+	}
+	var stale esdb.StreamMetadata
+	stale.SetTruncateBefore(0)
+	if _, err := c.SetStreamMetadata(ctx, "s", esdb.AppendToStreamOptions{ExpectedRevision: esdb.Revision(0)}, stale); code(err) != esdb.ErrorCodeWrongExpectedVersion {
+		t.Errorf("SetStreamMetadata(expected 0) with the metastream at 1 error = %v, want WrongExpectedVersion", err)
 	}
 	got, err := c.GetStreamMetadata(ctx, "s", esdb.ReadStreamOptions{})
 	if err != nil || got.TruncateBefore() == nil || *got.TruncateBefore() != 3 {
