@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"hermes/adapters/hooks"
+	"hermes/api"
 	"hermes/commands"
 )
 
@@ -21,6 +22,24 @@ func (rt *runtime) purge(ctx context.Context) error {
 		return err
 	}
 	return dropBrokenCopies(rt.log, rt.home.LanesDB(), rt.home.StateDB())
+}
+
+// purgeForRequest is the purge an erasing request waits for
+// (api.Deps.Purge): run by the purger, so that it completes when the
+// request ends first.
+func (rt *runtime) purgeForRequest(ctx context.Context) error {
+	if rt.purges == nil {
+		return rt.purge(ctx)
+	}
+	return rt.purges.purge(ctx)
+}
+
+// purgeStatus is api.Deps.PurgeStatus.
+func (rt *runtime) purgeStatus() api.PurgeStatus {
+	if rt.purges == nil {
+		return api.PurgeStatus{}
+	}
+	return rt.purges.state()
 }
 
 // purgeLive is purge of the files in use, keeping the moved-aside copies.
