@@ -16,10 +16,14 @@ import (
 // secure_delete), checkpoints and truncates the WAL of the log and of both
 // read models, rewrites sessions.json, and drops the erased bodies from the
 // webhooks' poison log, and deletes the damaged read models moved aside
-// (heal.go: they cannot be erased in, so they go). It is idempotent.
+// (heal.go) and the logs a restore kept aside (backup.go): they cannot be
+// erased in, so they go. It is idempotent.
 func (rt *runtime) purge(ctx context.Context) error {
 	if err := rt.purgeLive(ctx); err != nil {
 		return err
+	}
+	if err := dropPreRestoreLogs(rt.log, rt.home); err != nil {
+		return fmt.Errorf("purge: %w", err)
 	}
 	return dropBrokenCopies(rt.log, rt.home.LanesDB(), rt.home.StateDB())
 }
