@@ -67,6 +67,10 @@ type Deps struct {
 	// writes (docs/ERASURE.md); the erasing routes answer only after it
 	// returned. Nil: nothing beyond the log's own erasure.
 	Purge func(ctx context.Context) error
+	// LogDamaged, when not nil, says why the event log takes no more
+	// writes: damage was found in it (/readyz says damaged; the store
+	// itself refuses the writes).
+	LogDamaged func() error
 	// Context configures the session context prompt of
 	// /v1/sessions/{key}/context (connected platforms, home channels,
 	// hermes home, privacy.redact_pii).

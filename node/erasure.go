@@ -94,9 +94,13 @@ func (rt *runtime) recoverErasures(ctx context.Context, purgedAtStop bool) error
 		rt.models.state().MarkPurged()
 		return nil
 	}
-	// No erasure since the last purge: a read model moved aside at this
-	// start holds nothing erased, and is kept (storage.broken_retention).
-	return rt.purgeLive(ctx)
+	// The last run did not purge at its stop (a crash, or read models
+	// behind the log): an erasure it committed may never have reached a
+	// read model moved aside since (a damaged file cannot be erased in),
+	// so the moved-aside copies go too, whatever storage.broken_retention
+	// says: the stricter rule for people's data wins over keeping damage to
+	// look at.
+	return rt.purge(ctx)
 }
 
 // purgeAtStop purges every file at a clean stop, after the stop is on the
