@@ -117,6 +117,9 @@ type runtime struct {
 	handler  *commands.Handler
 	server   *api.Server
 	listener net.Listener
+	// purges runs the purges the erasing requests ask for (purger.go);
+	// set by run before it serves.
+	purges *purger
 	// requestRestart asks run to stop and exit with the restart code.
 	requestRestart func()
 }
@@ -215,7 +218,8 @@ func Open(ctx context.Context, c Config) (*Node, error) {
 			AllowedHosts: s.cfg.API.AllowedHosts, AllowedOrigins: s.cfg.API.AllowedOrigins},
 		MaxFollowers:        s.cfg.API.MaxFollowers,
 		FollowerBufferBytes: s.cfg.API.FollowerBufferBytes,
-		Purge:               rt.purge,
+		Purge:               rt.purgeForRequest,
+		PurgeStatus:         rt.purgeStatus,
 		LogDamaged:          rt.logDamaged,
 		Restart:             rt.requestRestart,
 		StuckLoopThreshold:  s.cfg.Recovery.StuckLoopThreshold,
@@ -376,6 +380,9 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 	defer stopRunner()
 	runnerDone := make(chan error, 1)
 	go func() { runnerDone <- rt.runner.Run(runCtx) }()
+	// The erasing requests' purges run on the runner's context: they
+	// outlive a request that ends first (purger.go).
+	rt.purges = newPurger(runCtx, rt.purge, rt.raw.Head)
 	defer rt.rebuilds.close()
 
 	srv := &http.Server{
