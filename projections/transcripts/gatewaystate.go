@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"hermes/events"
-	"hermes/projections/migrate"
 )
 
 // The state a gateway keeps beside its transcripts (Hermes' state_meta,
@@ -61,11 +60,15 @@ func init() {
 	}}
 }
 
-// createTopicTables is step 4: Hermes' Telegram DM topic tables in their
-// v2 shape (a binding goes with its session), kept in every state.db (in
-// Hermes, /topic creates them).
-func createTopicTables(ctx context.Context, tx migrate.Tx) error {
-	_, err := tx.ExecContext(ctx, `
+// createTopicTables creates Hermes' Telegram DM topic tables in their v2
+// shape (a binding goes with its session) with the first topic event, as
+// Hermes' /topic does: a state.db of a home that never used topic mode has
+// none (and its readers answer as Hermes' do without them).
+func (a *applier) createTopicTables() error {
+	if a.topicTables {
+		return nil
+	}
+	_, err := a.s.conn.ExecContext(a.ctx, `
 		CREATE TABLE IF NOT EXISTS telegram_dm_topic_mode (
 			chat_id TEXT PRIMARY KEY,
 			user_id TEXT NOT NULL,
@@ -91,7 +94,22 @@ func createTopicTables(ctx context.Context, tx migrate.Tx) error {
 		);
 		CREATE UNIQUE INDEX IF NOT EXISTS idx_telegram_dm_topic_bindings_session ON telegram_dm_topic_bindings(session_id);
 		CREATE INDEX IF NOT EXISTS idx_telegram_dm_topic_bindings_user ON telegram_dm_topic_bindings(user_id, chat_id);`)
-	return err
+	if err != nil {
+		return fmt.Errorf("create the Telegram topic tables: %w", err)
+	}
+	a.topicTables = true
+	return nil
+}
+
+// hasTopicTables reports whether the topic tables exist (q: the writer's
+// connection or a reader's transaction).
+func hasTopicTables(ctx context.Context, q queryer) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'telegram_dm_topic_bindings'`).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("look for the Telegram topic tables: %w", err)
+	}
+	return n > 0, nil
 }
 
 func (a *applier) setMeta(key, value string) error {
@@ -124,6 +142,9 @@ func boolArg(b *bool) any {
 }
 
 func (a *applier) topicModeEnabled(e events.TopicModeEnabled) error {
+	if err := a.createTopicTables(); err != nil {
+		return err
+	}
 	at := unixSeconds(e.At)
 	_, err := a.s.conn.ExecContext(a.ctx, `INSERT INTO telegram_dm_topic_mode (
 			chat_id, user_id, enabled, activated_at, updated_at, has_topics_enabled, allows_users_to_create_topics, capability_checked_at)
@@ -140,6 +161,9 @@ func (a *applier) topicModeEnabled(e events.TopicModeEnabled) error {
 }
 
 func (a *applier) topicModeDisabled(e events.TopicModeDisabled) error {
+	if err := a.createTopicTables(); err != nil {
+		return err
+	}
 	if _, err := a.s.conn.ExecContext(a.ctx, `UPDATE telegram_dm_topic_mode SET enabled = 0, updated_at = ? WHERE chat_id = ?`,
 		unixSeconds(e.At), e.ChatID); err != nil {
 		return fmt.Errorf("disable topic mode of %s: %w", e.ChatID, err)
@@ -158,6 +182,9 @@ func (a *applier) topicModeDisabled(e events.TopicModeDisabled) error {
 // order) gives that binding up first, and a session the read model no
 // longer holds is bound to nothing.
 func (a *applier) topicBound(e events.TopicBound) error {
+	if err := a.createTopicTables(); err != nil {
+		return err
+	}
 	at := unixSeconds(e.At)
 	if _, err := a.s.conn.ExecContext(a.ctx, `DELETE FROM telegram_dm_topic_bindings
 		WHERE session_id = ? AND NOT (chat_id = ? AND thread_id = ?)`, e.SessionID, e.ChatID, e.ThreadID); err != nil {
@@ -177,6 +204,9 @@ func (a *applier) topicBound(e events.TopicBound) error {
 
 // topicsErased forgets the user of a chat's topic rows (a person erasure).
 func (a *applier) topicsErased(e events.TopicsErased) error {
+	if err := a.createTopicTables(); err != nil {
+		return err
+	}
 	for _, q := range []string{`UPDATE telegram_dm_topic_mode SET user_id = '' WHERE chat_id = ?`,
 		`UPDATE telegram_dm_topic_bindings SET user_id = '' WHERE chat_id = ?`} {
 		if _, err := a.s.conn.ExecContext(a.ctx, q, e.ChatID); err != nil {
@@ -189,8 +219,17 @@ func (a *applier) topicsErased(e events.TopicsErased) error {
 // dropSessionState removes a deleted session's topic binding and its
 // state_meta values (keys ending in ":<session id>").
 func (a *applier) dropSessionState(sessionID string) error {
-	if _, err := a.s.conn.ExecContext(a.ctx, `DELETE FROM telegram_dm_topic_bindings WHERE session_id = ?`, sessionID); err != nil {
-		return fmt.Errorf("drop topic binding of %s: %w", sessionID, err)
+	tables := a.topicTables
+	if !tables {
+		var err error
+		if tables, err = hasTopicTables(a.ctx, a.s.conn); err != nil {
+			return err
+		}
+	}
+	if tables {
+		if _, err := a.s.conn.ExecContext(a.ctx, `DELETE FROM telegram_dm_topic_bindings WHERE session_id = ?`, sessionID); err != nil {
+			return fmt.Errorf("drop topic binding of %s: %w", sessionID, err)
+		}
 	}
 	suffix := ":" + sessionID
 	if _, err := a.s.conn.ExecContext(a.ctx, `DELETE FROM state_meta WHERE length(key) > ? AND substr(key, -?) = ?`,
@@ -238,8 +277,27 @@ func (r *Reader) PendingHandoffs(ctx context.Context) ([]map[string]any, error) 
 }
 
 func (r *Reader) queryMaps(ctx context.Context, what, query string, args ...any) ([]map[string]any, error) {
+	return r.queryMapsOr(ctx, what, query, "", args...)
+}
+
+// queryMapsOr runs query, or, when the Telegram topic tables do not exist
+// and fallback is not "", fallback (with the same arguments); a topic query
+// without fallback then answers no rows.
+func (r *Reader) queryMapsOr(ctx context.Context, what, query, fallback string, args ...any) ([]map[string]any, error) {
 	var out []map[string]any
 	err := r.readTx(ctx, func(tx *sql.Tx) error {
+		if strings.Contains(query, "telegram_dm_topic_") {
+			ok, err := hasTopicTables(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if !ok && fallback == "" {
+				return nil
+			}
+			if !ok {
+				query = fallback
+			}
+		}
 		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err
@@ -290,15 +348,18 @@ func (r *Reader) TopicBindingOfSession(ctx context.Context, sessionID string) (m
 // the user's telegram sessions bound to no topic, with preview and
 // last_active, most recently active first.
 func (r *Reader) UnlinkedTelegramSessions(ctx context.Context, userID string, limit int) ([]map[string]any, error) {
-	out, err := r.queryMaps(ctx, "unlinked telegram sessions", `SELECT s.*,
+	const query = `SELECT s.*,
 		COALESCE((SELECT SUBSTR(REPLACE(REPLACE(m.content, X'0A', ' '), X'0D', ' '), 1, 63) FROM messages m
 			WHERE m.session_id = s.id AND m.role = 'user' AND m.content IS NOT NULL
 			ORDER BY m.timestamp, m.id LIMIT 1), '') AS preview,
 		COALESCE((SELECT MAX(m2.timestamp) FROM messages m2 WHERE m2.session_id = s.id), s.started_at) AS last_active
 		FROM sessions s
-		WHERE s.source = 'telegram' AND s.user_id = ?
-			AND NOT EXISTS (SELECT 1 FROM telegram_dm_topic_bindings b WHERE b.session_id = s.id)
-		ORDER BY last_active DESC, s.started_at DESC LIMIT ?`, userID, limit)
+		WHERE s.source = 'telegram' AND s.user_id = ? %s
+		ORDER BY last_active DESC, s.started_at DESC LIMIT ?`
+	// Without the topic tables no session is bound (Hermes' fallback).
+	out, err := r.queryMapsOr(ctx, "unlinked telegram sessions",
+		fmt.Sprintf(query, "AND NOT EXISTS (SELECT 1 FROM telegram_dm_topic_bindings b WHERE b.session_id = s.id)"),
+		fmt.Sprintf(query, ""), userID, limit)
 	if err != nil {
 		return nil, err
 	}

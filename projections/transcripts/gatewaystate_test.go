@@ -139,3 +139,33 @@ func TestMessagesAround_AndAnchoredView(t *testing.T) {
 		t.Errorf("AnchoredView(5, keep user) window = %v, want the anchor and the user message", ids(f.Window))
 	}
 }
+
+// TestTopicReads_WithoutTheTables: a state.db that never saw a topic event
+// has no topic tables (as Hermes before /topic): the topic reads answer
+// none, the unlinked sessions are every telegram session of the user, and
+// deleting a session works.
+func TestTopicReads_WithoutTheTables(t *testing.T) {
+	ctx := context.Background()
+	p := openTemp(t)
+	h := newHistory()
+	h.lane("k1", created("k1", "s1", at(0)))
+	mustApply(t, p, h.all)
+	r := p.Reader
+	var n int
+	queryRow(t, p, "SELECT count(*) FROM sqlite_schema WHERE name LIKE 'telegram_dm_topic_%'", nil, &n)
+	if n != 0 {
+		t.Fatalf("a state.db without topic events has %d topic objects, want 0", n)
+	}
+	if mode, err := r.TopicMode(ctx, "c1"); err != nil || mode != nil {
+		t.Errorf("TopicMode = %v, %v; want nil", mode, err)
+	}
+	if b, err := r.TopicBindings(ctx, "c1"); err != nil || len(b) != 0 {
+		t.Errorf("TopicBindings = %v, %v; want none", b, err)
+	}
+	unlinked, err := r.UnlinkedTelegramSessions(ctx, "u1", 10)
+	if err != nil || len(unlinked) != 1 || unlinked[0]["id"] != "s1" {
+		t.Errorf("UnlinkedTelegramSessions = %v, %v; want s1", unlinked, err)
+	}
+	h.tr("s1", events.TranscriptDeleted{SessionID: "s1", Reason: "requested", At: at(1)})
+	mustApply(t, p, h.all[len(h.all)-1:])
+}

@@ -26,7 +26,6 @@ var migrations = []migrate.Step{
 	{Version: 1, Name: "Hermes schema 11 with hermes bookkeeping", Up: createSchema},
 	{Version: 2, Name: "sessions.archived (Hermes' set_session_archived)", Up: addArchived},
 	{Version: 3, Name: "the trigram index merges 16 segments at a time", Up: mergeTrigramsWider},
-	{Version: 4, Name: "Hermes' Telegram DM topic tables (v2: a binding goes with its session)", Up: createTopicTables},
 }
 
 // createSchema is step 1: Hermes' schema 11, recorded in schema_version as
