@@ -10,9 +10,6 @@ The names are loaded on first use, so the import hook of
 nothing when the gateway is not run.
 """
 
-import importlib
-import threading
-
 __version__ = "0.2.0"
 
 _NAMES = {
@@ -30,6 +27,7 @@ def __getattr__(name):
     mod = _NAMES.get(name)
     if mod is None:
         raise AttributeError(f"module 'hermes_client' has no attribute {name!r}")
+    import importlib
     value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
     globals()[name] = value
     return value
@@ -39,7 +37,9 @@ def __dir__():
     return sorted(list(globals()) + __all__)
 
 
-_default_lock = threading.Lock()
+import _thread  # noqa: E402  (threading would cost every interpreter start ~5 ms)
+
+_default_lock = _thread.allocate_lock()
 _default = None
 
 

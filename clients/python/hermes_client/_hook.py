@@ -18,8 +18,6 @@ imported only when one of those modules loads with ``HERMES_URL`` set.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import os
 import sys
 
@@ -65,7 +63,7 @@ def patch(name: str, module) -> None:
     module.__hermes_client__ = True
 
 
-class _Loader(importlib.abc.Loader):
+class _Loader:
     """Hermes' own loader, then the patch."""
 
     def __init__(self, name: str, loader) -> None:
@@ -84,7 +82,7 @@ class _Loader(importlib.abc.Loader):
         return getattr(self._loader, attr)
 
 
-class Finder(importlib.abc.MetaPathFinder):
+class Finder:
     """Finds Hermes' module as the other finders would, and wraps its
     loader when the client is to take over."""
 
