@@ -22,7 +22,10 @@ const gatewayRunTick = 5 * time.Second
 // (commands.Handler.RecoverGatewayRuns). It runs with the singleton duties
 // (the leader's, with several nodes) until ctx is done.
 func (rt *runtime) runGatewayRunLeases(ctx context.Context, log *slog.Logger) {
-	started := rt.now()
+	// The grace counts from when this node began to serve (a gateway can
+	// beat from then on), not from when the duty's goroutine got to run:
+	// on a loaded machine that can be after the clock moved past a lease.
+	started := rt.servingSince
 	ticks := rt.ticks(ctx, gatewayRunTick)
 	for {
 		out, err := rt.gatewayRunRound(ctx, started)
