@@ -280,9 +280,9 @@ type resumePendingRequest struct {
 	Reason string `json:"reason"`
 }
 
-// validate keeps the reason free text as Hermes stores it (API.md names the
-// three restart reasons; only those are continued automatically), bounded
-// as the domain bounds it.
+// validate keeps the reason free text as Hermes stores it (docs/API.md
+// names the three restart reasons; only those are continued automatically),
+// bounded as the domain bounds it.
 func (q resumePendingRequest) validate() error {
 	if q.Reason == "" {
 		return nil
