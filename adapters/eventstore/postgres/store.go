@@ -330,16 +330,16 @@ func (b *broadcast) notify() {
 // always parameters; only the schema, an identifier quoted by pgx, is
 // part of the text.
 type statements struct {
-	schema                                      string
-	lock, lockShared                            string
-	streamVersions, lookupIDs, insert           string
-	readForwards, readBackwards, readLast       string
-	streamExists, readAll, head                 string
-	eraseRead, eraseUpdate, eraseSnapshot       string
-	markUnpurged                                string
+	schema                                        string
+	lock, lockShared                              string
+	streamVersions, lookupIDs, insert             string
+	readForwards, readBackwards, readLast         string
+	streamExists, readAll, head                   string
+	eraseRead, eraseUpdate, eraseSnapshot         string
+	markUnpurged                                  string
 	snapshotRead, snapshotEventID, snapshotErased string
-	snapshotWrite, snapshotDelete               string
-	sequenceCache                               string
+	snapshotWrite, snapshotDelete                 string
+	sequenceCache                                 string
 }
 
 const columns = "position, stream, version, event_id, type, data, metadata, recorded_at"
