@@ -98,9 +98,11 @@ type config struct {
 	// Test hooks: beforeCommit runs on the writer after a transaction's
 	// events have their positions and before its COMMIT; noOrderLock
 	// leaves the order lock out (the pitfall the lock prevents, to show
-	// that the tests catch it).
+	// that the tests catch it); noListen leaves the listener out, so that
+	// only polling wakes the subscriptions.
 	beforeCommit func(positions []uint64)
 	noOrderLock  bool
+	noListen     bool
 	retryBudget  time.Duration
 }
 
@@ -242,8 +244,10 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	}
 	s.w = newWriter(s, conn)
 	go s.w.run()
-	s.bg.Add(1)
-	go s.listen()
+	if !cfg.noListen {
+		s.bg.Add(1)
+		go s.listen()
+	}
 	return s, nil
 }
 

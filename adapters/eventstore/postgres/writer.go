@@ -408,14 +408,12 @@ func (w *writer) transact(reqs []*request) (err error) {
 	}
 	b.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		if connectionLost(err) {
-			// The COMMIT may have reached the log: the next attempt finds
-			// the ids, and tells its own rows from a client's retry by
-			// these positions.
-			for _, p := range inserts {
-				if p.i == 0 {
-					p.r.tried = slices.Clone(p.r.res.Positions)
-				}
+		// The COMMIT may have reached the log before the connection went:
+		// the next attempt then finds the ids, and tells its own rows from
+		// a client's retry by these positions.
+		for _, p := range inserts {
+			if p.i == 0 {
+				p.r.tried = slices.Clone(p.r.res.Positions)
 			}
 		}
 		return fmt.Errorf("commit: %w", err)
