@@ -169,7 +169,9 @@ func (s *Store) purge(ctx context.Context) error {
 // could still see a row version replaced before the call: VACUUM FULL
 // copies such "recently dead" versions into the new files. It reads the
 // oldest snapshot horizon (backend_xmin) of each session against the next
-// transaction id as of its start.
+// transaction id as of its start; PostgreSQL shows it for every role's
+// sessions. An autovacuum worker's horizon does not hold rows back, but a
+// role that may not see other roles' backend types waits for it too.
 func waitOlderSnapshots(ctx context.Context, conn *pgx.Conn) error {
 	var horizon string
 	if err := conn.QueryRow(ctx, "SELECT (pg_snapshot_xmax(pg_current_snapshot())::text::bigint % 4294967296)::text").Scan(&horizon); err != nil {
@@ -182,6 +184,7 @@ func waitOlderSnapshots(ctx context.Context, conn *pgx.Conn) error {
 				SELECT format('session %s (%s, %s)', pid, coalesce(application_name, ''), state) AS who
 					FROM pg_stat_activity
 					WHERE datname = current_database() AND pid <> pg_backend_pid()
+						AND backend_type IS DISTINCT FROM 'autovacuum worker'
 						AND backend_xmin IS NOT NULL AND age(backend_xmin) > age($1::xid)
 				UNION ALL
 				SELECT format('replication slot %s', slot_name) FROM pg_replication_slots

@@ -83,10 +83,10 @@ func transient(err error) bool {
 // rather than an answer of the server.
 func connectionLost(err error) bool {
 	var ce *pgconn.ConnectError
-	var ne net.Error
 	var oe *net.OpError
-	return errors.As(err, &ce) || errors.As(err, &ne) || errors.As(err, &oe) ||
+	return errors.As(err, &ce) || errors.As(err, &oe) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ETIMEDOUT) ||
 		errors.Is(err, pgconn.ErrConnClosed)
 }
