@@ -172,7 +172,7 @@ func schemaMigrations(t *testing.T, url string) []string {
 
 func withSteps(n int) Option { return func(c *config) { c.migrations = steps[:n] } }
 
-func exec(t *testing.T, url, sql string) {
+func execSQL(t *testing.T, url, sql string) {
 	t.Helper()
 	cfg, err := ParseURL(url)
 	if err != nil {
@@ -228,11 +228,11 @@ func TestMigrations(t *testing.T) {
 	})
 	t.Run("a schema of something else is refused and left alone", func(t *testing.T) {
 		url := tempSchema(t)
-		exec(t, url, "CREATE SCHEMA {schema}; CREATE TABLE {schema}.orders (id int); INSERT INTO {schema}.orders VALUES (7)")
+		execSQL(t, url, "CREATE SCHEMA {schema}; CREATE TABLE {schema}.orders (id int); INSERT INTO {schema}.orders VALUES (7)")
 		if _, err := Open(t.Context(), url); !errors.Is(err, ErrNotEventStore) {
 			t.Fatalf("Open error = %v, want ErrNotEventStore", err)
 		}
-		exec(t, url, "DO $$ BEGIN IF (SELECT count(*) FROM {schema}.orders) <> 1 OR to_regclass('{schema}.events') IS NOT NULL THEN RAISE 'schema changed'; END IF; END $$")
+		execSQL(t, url, "DO $$ BEGIN IF (SELECT count(*) FROM {schema}.orders) <> 1 OR to_regclass('{schema}.events') IS NOT NULL THEN RAISE 'schema changed'; END IF; END $$")
 	})
 	t.Run("an order-breaking sequence is refused", func(t *testing.T) {
 		url := tempSchema(t)
@@ -241,7 +241,7 @@ func TestMigrations(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Close()
-		exec(t, url, "ALTER TABLE {schema}.events ALTER COLUMN position SET CACHE 20")
+		execSQL(t, url, "ALTER TABLE {schema}.events ALTER COLUMN position SET CACHE 20")
 		if _, err := Open(t.Context(), url); !errors.Is(err, ErrNotEventStore) || !strings.Contains(err.Error(), "CACHE 1") {
 			t.Errorf("Open error = %v, want ErrNotEventStore saying CACHE 1", err)
 		}
