@@ -40,10 +40,14 @@ func (s *Store) AppendBatch(ctx context.Context, appends iter.Seq[events.StreamA
 		}
 	}
 	// waitOldest waits for the oldest group in flight and fills in its
-	// results.
+	// results. It waits even once ctx is done: the writer answers every
+	// request it was handed (one whose context ended before its
+	// transaction with that context's error), so the wait is bounded by
+	// the transaction in progress, and an append that did commit is not
+	// reported as unanswered.
 	waitOldest := func() error {
 		sn := inFlight[0]
-		if err := s.w.wait(ctx, sn.g); err != nil {
+		if err := s.w.wait(context.Background(), sn.g); err != nil {
 			return err
 		}
 		inFlight = inFlight[1:]
