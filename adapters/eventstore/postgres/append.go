@@ -28,7 +28,7 @@ func (s *Store) Append(ctx context.Context, stream string, expected events.Expec
 		return events.AppendResult{}, err
 	}
 	g := &group{reqs: []*request{r}, done: make(chan struct{})}
-	if err := s.w.enqueue(ctx, g); err != nil {
+	if err := s.w.enqueue(ctx, s, g); err != nil {
 		return events.AppendResult{}, fmt.Errorf("append %s: %w", stream, err)
 	}
 	if err := s.w.wait(ctx, g); err != nil {
@@ -60,6 +60,8 @@ type request struct {
 	res   events.AppendResult
 	err   error
 	tried []uint64
+	// final: a committed transaction decided res and err.
+	final bool
 }
 
 // newRequest validates and encodes an append on the caller's goroutine, so

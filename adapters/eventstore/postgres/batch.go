@@ -15,10 +15,11 @@ const (
 	// lock is free between them for the other nodes.
 	batchChunk      = 256
 	batchChunkBytes = 4 << 20
-	// batchInFlight is how many groups may wait for the writer: the caller
-	// produces and encodes the next appends while the writer commits the
-	// ones before.
-	batchInFlight = 4
+	// batchInFlight is how many groups of one batch may be with the
+	// writers: one, so that they commit in the order of the sequence (a
+	// later append of a stream may expect the version an earlier one
+	// leaves); the caller produces and encodes the next group meanwhile.
+	batchInFlight = 1
 )
 
 // AppendBatch implements events.BatchAppender. The appends are encoded on
@@ -65,7 +66,7 @@ func (s *Store) AppendBatch(ctx context.Context, appends iter.Seq[events.StreamA
 				return err
 			}
 		}
-		if err := s.w.enqueue(ctx, cur.g); err != nil {
+		if err := s.w.enqueue(ctx, s, cur.g); err != nil {
 			return err
 		}
 		inFlight = append(inFlight, cur)

@@ -79,8 +79,12 @@ var defaultRuntimeParams = map[string]string{
 
 const (
 	defaultPollInterval = time.Second
-	maxReaders          = 8
-	connectTimeout      = 10 * time.Second
+	// defaultWriters is how many connections of a Store append: two, so
+	// that the next transaction waits for the order lock at the server
+	// while one holds it (BenchmarkAppend, writers=1 and 2).
+	defaultWriters = 2
+	maxReaders     = 8
+	connectTimeout = 10 * time.Second
 	// retryBudget bounds how long the writer keeps retrying a transaction
 	// that failed transiently (a lost connection, a restarting server),
 	// and subscriptionRetryBudget how long a subscription keeps reading
@@ -104,6 +108,11 @@ type config struct {
 	noOrderLock  bool
 	noListen     bool
 	retryBudget  time.Duration
+	// writers is how many connections append, and gatherWait how long a
+	// lone writer waits for the appenders its last commit answered (see
+	// writer.go).
+	writers    int
+	gatherWait time.Duration
 }
 
 // Option configures [Open].
@@ -137,7 +146,8 @@ type Store struct {
 
 	connCfg *pgx.ConnConfig // for the writer's and listener's connections
 	readers *pgxpool.Pool
-	w       *writer
+	w       *writers
+	stats   writerStats
 	commits broadcast
 
 	closing   chan struct{}
@@ -208,7 +218,8 @@ func redact(err error) error {
 // same time). It fails with [ErrNotEventStore] or [ErrNewerSchema] when the
 // schema is not one this build may use.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
-	cfg := config{clock: time.Now, pollInterval: defaultPollInterval, migrations: steps, retryBudget: retryBudget}
+	cfg := config{clock: time.Now, pollInterval: defaultPollInterval, migrations: steps, retryBudget: retryBudget,
+		writers: defaultWriters, gatherWait: maxGatherWait}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -242,8 +253,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		conn.Close(context.Background())
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	s.w = newWriter(s, conn)
-	go s.w.run()
+	s.w = newWriters(s, conn, cfg.writers)
 	if !cfg.noListen {
 		s.bg.Add(1)
 		go s.listen()
@@ -337,6 +347,7 @@ type statements struct {
 	schema                                        string
 	lock, lockShared                              string
 	streamVersions, lookupIDs, insert             string
+	fastInsert, notify                            string
 	readForwards, readBackwards, readLast         string
 	streamExists, readAll, head                   string
 	eraseRead, eraseUpdate, eraseSnapshot         string
@@ -358,6 +369,9 @@ func newStatements(schema string) statements {
 		// (stream, version) index), however long the stream.
 		streamVersions: q(`SELECT s, coalesce((SELECT max(version) FROM {schema}.events WHERE stream = s), 0)
 			FROM unnest($1::text[]) AS s`),
+		fastInsert: q(fastInsert),
+		// Subscribers read by position, so the payload says nothing.
+		notify:    "SELECT pg_notify($1, '')",
 		lookupIDs: q("SELECT event_id, stream, version, position FROM {schema}.events WHERE event_id = ANY($1::text[])"),
 		// The identity column numbers the rows in the order the SELECT
 		// yields them (its ORDER BY), which is the order of the append.

@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"hermes/events"
@@ -50,31 +51,62 @@ func (g *group) size() int {
 	return n
 }
 
-// writer owns the connection that appends. Its goroutine takes the groups
-// queued at that moment and commits them in one transaction, which takes
-// the order lock before any position is drawn (doc.go).
-type writer struct {
-	s     *Store
-	conn  *pgx.Conn // nil while disconnected
+// writers are the store's writers: the queue of groups they share, and
+// done, closed once every writer has stopped.
+type writers struct {
 	queue chan *group
 	done  chan struct{}
+	all   []*writer
+}
+
+// writer owns one connection that appends. Its goroutine takes the groups
+// queued at that moment and commits them in one transaction, which takes
+// the order lock before any position is drawn (doc.go). While one writer's
+// transaction holds the lock, the next writer's is sent and waits for it
+// at the server, so the lock passes from one transaction to the next
+// without a round trip to this process in between.
+type writer struct {
+	s    *Store
+	ws   *writers
+	conn *pgx.Conn // nil while disconnected
 	// answered is how many requests the last commit answered.
 	answered int
 }
 
-func newWriter(s *Store, conn *pgx.Conn) *writer {
-	return &writer{s: s, conn: conn, queue: make(chan *group, maxBatchRequests), done: make(chan struct{})}
+// writerStats count the writers' work, for the benchmarks.
+type writerStats struct{ transactions, requests atomic.Int64 }
+
+// newWriters starts n writers; the first takes conn, the others connect
+// on their first transaction.
+func newWriters(s *Store, conn *pgx.Conn, n int) *writers {
+	ws := &writers{queue: make(chan *group, maxBatchRequests), done: make(chan struct{})}
+	for i := range n {
+		w := &writer{s: s, ws: ws}
+		if i == 0 {
+			w.conn = conn
+		}
+		ws.all = append(ws.all, w)
+	}
+	var wg sync.WaitGroup
+	for _, w := range ws.all {
+		wg.Go(w.run)
+	}
+	go func() {
+		wg.Wait()
+		close(ws.done)
+	}()
+	return ws
 }
 
-// enqueue hands g to the writer.
-func (w *writer) enqueue(ctx context.Context, g *group) error {
-	if w.s.closed() {
+// enqueue hands g to the writers.
+func (ws *writers) enqueue(ctx context.Context, s *Store, g *group) error {
+	if s.closed() {
 		return ErrClosed
 	}
 	select {
-	case w.queue <- g:
+	case ws.queue <- g:
 		return nil
-	case <-w.s.closing:
+	case <-s.closing:
 		return ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
@@ -83,11 +115,11 @@ func (w *writer) enqueue(ctx context.Context, g *group) error {
 
 // wait waits for g's outcome. When ctx ends first the outcome is unknown
 // (the transaction may still commit); retrying with the same ids is safe.
-func (w *writer) wait(ctx context.Context, g *group) error {
+func (ws *writers) wait(ctx context.Context, g *group) error {
 	select {
 	case <-g.done:
 		return nil
-	case <-w.done:
+	case <-ws.done:
 		select {
 		case <-g.done:
 			return nil
@@ -99,19 +131,27 @@ func (w *writer) wait(ctx context.Context, g *group) error {
 	}
 }
 
-// run is the writer's goroutine. Once the store closes it commits what is
-// still queued, then returns; a group queued after that is answered
-// ErrClosed by wait.
+func (ws *writers) close() error {
+	var errs []error
+	for _, w := range ws.all {
+		errs = append(errs, w.close())
+	}
+	return errors.Join(errs...)
+}
+
+// run is a writer's goroutine. Once the store closes it commits what is
+// still queued, then returns; a group queued after every writer returned
+// is answered ErrClosed by wait.
 func (w *writer) run() {
-	defer close(w.done)
+	gather := len(w.ws.all) == 1
 	for {
 		select {
-		case g := <-w.queue:
-			w.commit(w.take(g, true))
+		case g := <-w.ws.queue:
+			w.commit(w.take(g, gather))
 		case <-w.s.closing:
 			for {
 				select {
-				case g := <-w.queue:
+				case g := <-w.ws.queue:
 					w.commit(w.take(g, false))
 				default:
 					return
@@ -122,8 +162,9 @@ func (w *writer) run() {
 }
 
 // take gathers the groups queued behind first, up to the bounds of one
-// transaction, waiting briefly for more when the last commit served
-// several appenders (see maxGatherWait).
+// transaction. A lone writer (gather) also waits briefly for more when
+// its last commit served several appenders (see maxGatherWait); with
+// several, the next writer takes them.
 func (w *writer) take(first *group, gather bool) []*group {
 	groups := []*group{first}
 	n, size := len(first.reqs), first.size()
@@ -132,20 +173,24 @@ func (w *writer) take(first *group, gather bool) []*group {
 drain:
 	for !full() {
 		select {
-		case g := <-w.queue:
+		case g := <-w.ws.queue:
 			add(g)
 		default:
 			break drain
 		}
 	}
-	if !gather || w.answered < 2 || full() || n >= w.answered {
+	// The appenders the last commit answered are the ones about to come
+	// back: without waiting for them, concurrent appenders split into two
+	// cohorts that alternate, each transaction serving half of them.
+	want := n + w.answered
+	if !gather || w.answered < 2 || full() {
 		return groups
 	}
-	timer := time.NewTimer(maxGatherWait)
+	timer := time.NewTimer(w.s.cfg.gatherWait)
 	defer timer.Stop()
-	for !full() && n < w.answered {
+	for !full() && n < want {
 		select {
-		case g := <-w.queue:
+		case g := <-w.ws.queue:
 			add(g)
 		case <-timer.C:
 			return groups
@@ -169,48 +214,60 @@ func (w *writer) commit(groups []*group) {
 	if len(live) > 0 {
 		w.apply(live)
 		w.answered = len(live)
+		w.s.stats.transactions.Add(1)
+		w.s.stats.requests.Add(int64(len(live)))
 	}
 	for _, g := range groups {
 		close(g.done)
 	}
 }
 
-// apply runs reqs in one transaction, running it again on a transient
-// failure (a lost connection, a restarting server) until retryBudget. A
-// failure that is not transient fails every request, except one that
-// concerns a single request (a refused value): then each request runs in a
-// transaction of its own, so that only that one fails.
+// apply commits reqs (transact), running what is not yet committed again
+// on a transient failure (a lost connection, a restarting server) until
+// retryBudget. A failure that is not transient fails every request still
+// open, except one that concerns a single request (a refused value): then
+// each runs in a transaction of its own, so that only that one fails.
 func (w *writer) apply(reqs []*request) {
+	for _, r := range reqs {
+		r.final = false
+	}
 	deadline := time.Now().Add(w.s.cfg.retryBudget)
 	backoff := 25 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := w.transact(reqs)
-		if err == nil {
+		var todo []*request
+		for _, r := range reqs {
+			if !r.final {
+				todo = append(todo, r)
+			}
+		}
+		if len(todo) == 0 {
 			w.s.commits.notify()
 			return
 		}
+		err := w.transact(todo)
+		if err == nil {
+			continue
+		}
 		retry := transient(err) || (sqlState(err) == codeUniqueViolation && attempt < 3)
-		if retry && time.Now().Before(deadline) && anyLive(reqs) {
+		if retry && time.Now().Before(deadline) && anyLive(todo) {
 			if sqlState(err) != codeUniqueViolation {
-				select {
-				case <-time.After(backoff):
-				case <-w.s.closing:
-					// Still flushing: keep going until the budget.
-				}
+				time.Sleep(backoff)
 				backoff = min(2*backoff, time.Second)
 			}
 			continue
 		}
-		if len(reqs) > 1 && sqlState(err) != "" && !retry && !errors.Is(classify(err), events.ErrStorageFull) {
-			for _, r := range reqs {
+		if len(todo) > 1 && sqlState(err) != "" && !retry && !errors.Is(classify(err), events.ErrStorageFull) {
+			for _, r := range todo {
 				w.apply([]*request{r})
 			}
+			w.s.commits.notify()
 			return
 		}
 		err = classify(err)
-		for _, r := range reqs {
+		for _, r := range todo {
 			r.res, r.err = events.AppendResult{}, fmt.Errorf("append %s: %w", r.stream, err)
 		}
+		w.s.commits.notify()
 		return
 	}
 }
@@ -290,14 +347,34 @@ type place struct {
 	i int
 }
 
-// transact is one attempt at reqs. It takes the order lock first, then
-// reads the versions of their streams and looks their ids up (all in one
-// round trip), decides each request, inserts the rows of those that go in
-// (their positions are drawn now, under the lock), applies their erasures,
-// and commits with a notification on the store's channel. The lock is held
-// until the commit, so transactions that draw positions commit in the order
-// of their positions (doc.go).
-func (w *writer) transact(reqs []*request) (err error) {
+// transact commits reqs: those the fast path may take in its one round
+// trip first (fast.go), then, in a transaction of the checked path, the
+// others and those the fast path left out. It marks final the requests
+// whose outcome a committed transaction decided.
+func (w *writer) transact(reqs []*request) error {
+	fast, checked := splitFast(reqs)
+	if len(fast) > 0 {
+		left, err := w.transactFast(fast)
+		if err != nil {
+			return err
+		}
+		checked = append(checked, left...)
+	}
+	if len(checked) == 0 {
+		return nil
+	}
+	return w.transactChecked(checked)
+}
+
+// transactChecked is one attempt at reqs on the checked path. It takes the
+// order lock first, then reads the versions of their streams and looks
+// their ids up (all in one round trip), decides each request in Go,
+// inserts the rows of those that go in (their positions are drawn now,
+// under the lock), applies their erasures, and commits with a notification
+// on the store's channel. The lock is held until the commit, so
+// transactions that draw positions commit in the order of their positions
+// (doc.go).
+func (w *writer) transactChecked(reqs []*request) (err error) {
 	conn, err := w.connection()
 	if err != nil {
 		return err
@@ -404,7 +481,7 @@ func (w *writer) transact(reqs []*request) (err error) {
 	}
 	b = &pgx.Batch{}
 	if len(positions) > 0 {
-		b.Queue("SELECT pg_notify($1, $2)", w.s.channel, strconv.FormatUint(positions[len(positions)-1], 10))
+		b.Queue(sql.notify, w.s.channel)
 	}
 	b.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
@@ -419,6 +496,9 @@ func (w *writer) transact(reqs []*request) (err error) {
 		return fmt.Errorf("commit: %w", err)
 	}
 	committed = true
+	for _, r := range reqs {
+		r.final = true
+	}
 	return nil
 }
 
