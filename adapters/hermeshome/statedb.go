@@ -204,7 +204,7 @@ func (s *StateDB) requireTables(ctx context.Context) error {
 		return fmt.Errorf("list tables: %w", err)
 	}
 	defer rows.Close()
-	for rows.Next() {
+	if rows.Next() {
 		var name, typ string
 		if err := rows.Scan(&name, &typ); err != nil {
 			return fmt.Errorf("list tables: %w", err)

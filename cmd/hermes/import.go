@@ -17,6 +17,7 @@ import (
 	"hermes/adapters/hermeshome"
 	"hermes/commands"
 	"hermes/events"
+	"hermes/node"
 )
 
 type importOptions struct {
@@ -77,7 +78,7 @@ func runImport(ctx context.Context, g *globalFlags, src string, o importOptions,
 	}
 	source := hermeshome.Home{Dir: abs}
 	sum := importSummary{lanes: map[commands.ImportOutcome]int{}, sessions: map[commands.ImportOutcome]int{}}
-	sum.sameHome = sameDir(abs, h.dir)
+	sum.sameHome = sameDir(abs, h.Dir)
 	rep := &hermeshome.Report{}
 
 	if err := source.CheckFiles(); err != nil {
@@ -153,22 +154,22 @@ func runImport(ctx context.Context, g *globalFlags, src string, o importOptions,
 
 	// The source is read and checked before the target is touched: a
 	// refused source leaves no trace there.
-	if err := h.ensure(); err != nil {
+	if err := h.Ensure(); err != nil {
 		return err
 	}
 	// The lock keeps hermes serve (and, on the same home, a Hermes
 	// gateway, which takes the same flock) off the home meanwhile.
-	lock, err := acquireGatewayLock(h)
+	lock, err := h.Lock()
 	if err != nil {
 		return fmt.Errorf("import needs hermes serve stopped: %w", err)
 	}
-	defer lock.release()
-	store, err := sqlite.Open(h.eventsDB())
+	defer lock.Release()
+	store, err := sqlite.Open(h.EventsDB())
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	handler := commands.NewHandler(store, writeSideConfig(cfg))
+	handler := commands.NewHandler(store, node.WriteSideConfig(cfg))
 	bar := importProgress(stderr, sum.messagesInSource+int64(len(lanes)))
 	for _, s := range sessionsRead {
 		if err := ctx.Err(); err != nil {
@@ -224,7 +225,7 @@ func runImport(ctx context.Context, g *globalFlags, src string, o importOptions,
 		aside = append(aside, source.SessionsJSON(), source.RestartCounts())
 	}
 	if len(aside) > 0 {
-		moved, err := moveAside(h.dir, aside)
+		moved, err := moveAside(h.Dir, aside)
 		if err != nil {
 			return fmt.Errorf("import committed, but moving the Python files aside failed (move state.db away before starting hermes serve): %w", err)
 		}

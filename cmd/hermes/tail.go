@@ -20,6 +20,7 @@ import (
 	"hermes/api"
 	"hermes/domain"
 	"hermes/events"
+	"hermes/node"
 )
 
 type tailOptions struct {
@@ -69,7 +70,7 @@ func runTail(ctx context.Context, g *globalFlags, key string, o tailOptions, out
 	if o.follow && o.until != "" {
 		return usageError(errors.New("--follow and --until cannot be combined"))
 	}
-	store, err := openStoreReadOnly(ctx, spec, h)
+	store, err := node.OpenStoreReadOnly(ctx, spec, h)
 	if err != nil {
 		return err
 	}
