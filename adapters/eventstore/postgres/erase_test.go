@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -337,4 +338,63 @@ func TestPurgeOnlyAfterAnErasure(t *testing.T) {
 	if got := filenode(t, b); got != rewritten {
 		t.Errorf("a second Purge rewrote the table again")
 	}
+}
+
+// TestPurgeCost (run with HERMES_PURGE_BENCH=N, a log of N events of
+// about 300 bytes) measures the rewrite of Purge after one erasure on a
+// large log: how long it takes, and the longest an append made meanwhile
+// waited.
+func TestPurgeCost(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("HERMES_PURGE_BENCH"))
+	if n == 0 {
+		t.Skip("set HERMES_PURGE_BENCH to the number of events")
+	}
+	s := openTemp(t)
+	ctx := t.Context()
+	const perBatch = 1000
+	for done := 0; done < n; done += perBatch {
+		_, err := s.AppendBatch(ctx, func(yield func(events.StreamAppend) bool) {
+			for i := done; i < min(done+perBatch, n); i++ {
+				sid := fmt.Sprintf("s%07d", i)
+				if !yield(events.StreamAppend{Stream: "transcript-" + sid, Expected: events.NoStream(),
+					Proposed: []events.Proposed{message("m-"+sid, sid, "a message of a transcript, kept in the log")}}) {
+					return
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustAppend(t, s, "transcript-s0000000", events.ExactVersion(1), deleteAndErase("s0000000"))
+	var size int64
+	if err := s.readers.QueryRow(ctx, "SELECT pg_total_relation_size($1::regclass)", s.sql.schema+".events").Scan(&size); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	worst := make(chan time.Duration)
+	go func() {
+		var w time.Duration
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				worst <- w
+				return
+			default:
+			}
+			start := time.Now()
+			if _, err := s.Append(context.Background(), "lane-during", events.ExactVersion(uint64(i)), touch(fmt.Sprintf("d-%d", i))); err != nil {
+				t.Error(err)
+			}
+			w = max(w, time.Since(start))
+		}
+	}()
+	start := time.Now()
+	if err := s.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	close(stop)
+	t.Logf("Purge of a log of %d events (%d MB with indexes and TOAST) took %v; the longest append meanwhile waited %v",
+		n, size>>20, took.Round(time.Millisecond), (<-worst).Round(time.Millisecond))
 }
