@@ -23,6 +23,9 @@ import (
 // log is then answered with its original places (Duplicate set only when
 // the writer cannot tell that the first attempt was its own).
 func (s *Store) Append(ctx context.Context, stream string, expected events.ExpectedVersion, proposed []events.Proposed) (events.AppendResult, error) {
+	if err := s.writable(); err != nil {
+		return events.AppendResult{}, fmt.Errorf("append %s: %w", stream, err)
+	}
 	r, err := newRequest(ctx, stream, expected, proposed)
 	if err != nil {
 		return events.AppendResult{}, err

@@ -29,6 +29,9 @@ const (
 // own, as in a group commit of Appends: one stream's conflict or refusal
 // answers that stream alone.
 func (s *Store) AppendBatch(ctx context.Context, appends iter.Seq[events.StreamAppend]) ([]events.BatchResult, error) {
+	if err := s.writable(); err != nil {
+		return nil, fmt.Errorf("append batch: %w", err)
+	}
 	var out []events.BatchResult
 	type sent struct {
 		g     *group

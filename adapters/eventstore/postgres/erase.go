@@ -114,8 +114,8 @@ const purgePoll = 50 * time.Millisecond
 // for its cost). What stays out of reach — the write-ahead log not yet
 // recycled, archives, base backups, replicas' WAL — is in the package doc.
 func (s *Store) Purge(ctx context.Context) error {
-	if s.closed() {
-		return fmt.Errorf("purge event store: %w", ErrClosed)
+	if err := s.writable(); err != nil {
+		return fmt.Errorf("purge event store: %w", err)
 	}
 	if err := s.purge(ctx); err != nil {
 		return fmt.Errorf("purge event store (schema %s): %w", s.schema, err)

@@ -132,6 +132,30 @@ func commitStep(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
+// checkReadable checks, changing nothing, that the schema holds a store
+// at this build's last step, for a read-only open.
+func (s *Store) checkReadable(ctx context.Context, conn *pgx.Conn) error {
+	var recorded bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = 'schema_migrations' AND c.relkind = 'r')`, s.schema).Scan(&recorded); err != nil {
+		return fmt.Errorf("read the schema: %w", err)
+	}
+	if !recorded {
+		return fmt.Errorf("%w: schema %s holds no hermes event store", ErrOlderSchema, s.schema)
+	}
+	var version int
+	if err := conn.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+s.sql.schema+".schema_migrations").Scan(&version); err != nil {
+		return fmt.Errorf("read the applied steps: %w", err)
+	}
+	switch latest := len(s.cfg.migrations); {
+	case version > latest:
+		return fmt.Errorf("%w: schema %s is at step %d, this build knows %d", ErrNewerSchema, s.schema, version, latest)
+	case version < latest:
+		return fmt.Errorf("%w: schema %s is at step %d, this build is at %d", ErrOlderSchema, s.schema, version, latest)
+	}
+	return s.checkSequence(ctx, conn)
+}
+
 // checkSequence refuses a log whose position sequence hands out more than
 // one value at a time: each session would then take a range of its own,
 // and positions would stop following the order of the order lock.

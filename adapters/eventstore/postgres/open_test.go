@@ -305,3 +305,38 @@ func TestSchemasShareADatabase(t *testing.T) {
 		t.Errorf("schema a's lane-1 = %+v, %v; want only a-1", envs, err)
 	}
 }
+
+// TestReadOnly: a read-only open reads a store that servers append to,
+// sees their appends through its subscriptions, writes nothing (the server
+// refuses a write on its sessions too), and creates or migrates nothing.
+func TestReadOnly(t *testing.T) {
+	url := tempSchema(t)
+	if _, err := Open(t.Context(), url, WithReadOnly()); !errors.Is(err, ErrOlderSchema) {
+		t.Fatalf("read-only Open of an empty schema error = %v, want ErrOlderSchema", err)
+	}
+	old, err := Open(t.Context(), url, withSteps(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	if _, err := Open(t.Context(), url, WithReadOnly()); !errors.Is(err, ErrOlderSchema) {
+		t.Fatalf("read-only Open of a schema at step 2 error = %v, want ErrOlderSchema", err)
+	}
+	w := openAt(t, url)
+	r := openAt(t, url, WithReadOnly())
+	c := collect(t, r, 0)
+	res := mustAppend(t, w, "lane-1", events.NoStream(), touch("a"))
+	c.waitThrough(t, res.LastPosition())
+	if _, err := r.Append(t.Context(), "lane-1", events.AnyVersion(), touch("b")); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("Append on a read-only store error = %v, want ErrReadOnly", err)
+	}
+	if err := r.Purge(t.Context()); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("Purge on a read-only store error = %v, want ErrReadOnly", err)
+	}
+	if _, err := r.readers.Exec(t.Context(), "DELETE FROM "+r.sql.schema+".events"); sqlState(err) != "25006" {
+		t.Errorf("a DELETE on a read-only store's session error = %v, want read_only_sql_transaction", err)
+	}
+	if _, err := Open(t.Context(), url, WithReadOnly(), withSteps(2)); !errors.Is(err, ErrNewerSchema) {
+		t.Errorf("read-only Open by a build of 2 steps error = %v, want ErrNewerSchema", err)
+	}
+}

@@ -51,8 +51,8 @@ func (s *Store) WriteSnapshot(ctx context.Context, snap events.Snapshot) error {
 	if msg := badText(snap.Stream, maxStreamNameSize) + badText(snap.EventID, maxEventIDSize); msg != "" {
 		return fmt.Errorf("write snapshot %q: %s: %w", snap.Stream, msg, events.ErrInvalidAppend)
 	}
-	if s.closed() {
-		return fmt.Errorf("write snapshot %s: %w", snap.Stream, ErrClosed)
+	if err := s.writable(); err != nil {
+		return fmt.Errorf("write snapshot %s: %w", snap.Stream, err)
 	}
 	err := pgx.BeginFunc(ctx, s.readers, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, s.sql.lockShared, s.keys.order); err != nil {
@@ -86,8 +86,8 @@ func (s *Store) WriteSnapshot(ctx context.Context, snap events.Snapshot) error {
 // the table's files at the next purge that follows an erasure; a snapshot
 // deleted by an erasure always does.
 func (s *Store) DeleteSnapshot(ctx context.Context, stream string) error {
-	if s.closed() {
-		return fmt.Errorf("delete snapshot %s: %w", stream, ErrClosed)
+	if err := s.writable(); err != nil {
+		return fmt.Errorf("delete snapshot %s: %w", stream, err)
 	}
 	if _, err := s.readers.Exec(ctx, s.sql.snapshotDelete, stream); err != nil {
 		return fmt.Errorf("delete snapshot %s: %w", stream, err)

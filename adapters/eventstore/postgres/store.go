@@ -38,6 +38,11 @@ var (
 	ErrClosed = errors.New("event store closed")
 	// ErrInvalidURL: the store URL is not one this store can use.
 	ErrInvalidURL = errors.New("invalid PostgreSQL store URL")
+	// ErrOlderSchema: a read-only open found a schema this build would
+	// migrate (or none); open it for writing once (hermes serve) first.
+	ErrOlderSchema = errors.New("event store schema is older than this build and a read-only open cannot migrate it")
+	// ErrReadOnly: the store was opened with [WithReadOnly].
+	ErrReadOnly = errors.New("event store is read-only")
 )
 
 // Bounds of what one append may hold. A bigger event is refused with
@@ -97,6 +102,7 @@ const (
 )
 
 type config struct {
+	readOnly     bool
 	clock        func() time.Time
 	pollInterval time.Duration
 	// migrations are the schema steps Open applies (tests apply fewer).
@@ -119,6 +125,13 @@ type config struct {
 
 // Option configures [Open].
 type Option func(*config)
+
+// WithReadOnly opens the store for reading only, for a command that tails
+// or reads the log while servers append: no writer, no migration (a schema
+// not at this build's last step is refused with ErrOlderSchema or
+// ErrNewerSchema), sessions that the server keeps read-only
+// (default_transaction_read_only), and ErrReadOnly from every write.
+func WithReadOnly() Option { return func(c *config) { c.readOnly = true } }
 
 // WithClock sets the clock that stamps RecordedAt (default time.Now). The
 // writer reads it once per transaction.
@@ -229,6 +242,9 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.readOnly {
+		pc.Pool.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	}
 	quoted := pgx.Identifier{pc.Schema}.Sanitize()
 	s := &Store{
 		cfg:     cfg,
@@ -246,16 +262,29 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	if err := s.migrate(ctx, conn); err != nil {
+	if cfg.readOnly {
+		err = s.checkReadable(ctx, conn)
 		conn.Close(context.Background())
+		conn = nil
+	} else {
+		err = s.migrate(ctx, conn)
+	}
+	if err != nil {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	s.readers, err = pgxpool.NewWithConfig(ctx, pc.Pool)
 	if err != nil {
-		conn.Close(context.Background())
+		if conn != nil {
+			conn.Close(context.Background())
+		}
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	s.w = newWriters(s, conn, cfg.writers)
+	if !cfg.readOnly {
+		s.w = newWriters(s, conn, cfg.writers)
+	}
 	if !cfg.noListen {
 		s.bg.Add(1)
 		go s.listen()
@@ -282,17 +311,32 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		first = true
 		close(s.closing)
-		<-s.w.done
+		if s.w != nil {
+			<-s.w.done
+		}
 		s.bg.Wait()
 		s.readers.Close()
-		if err := s.w.close(); err != nil {
-			s.closeErr = fmt.Errorf("close event store (schema %s): %w", s.schema, err)
+		if s.w != nil {
+			if err := s.w.close(); err != nil {
+				s.closeErr = fmt.Errorf("close event store (schema %s): %w", s.schema, err)
+			}
 		}
 	})
 	if !first {
 		return nil
 	}
 	return s.closeErr
+}
+
+// writable says why the store cannot write, or nil.
+func (s *Store) writable() error {
+	if s.w == nil {
+		return ErrReadOnly
+	}
+	if s.closed() {
+		return ErrClosed
+	}
+	return nil
 }
 
 func (s *Store) closed() bool {
