@@ -210,3 +210,36 @@ func BenchmarkRawCommit(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReplicationLag measures, between two Stores on one schema (two
+// nodes), the time from an append on one to its delivery by a
+// subscription on the other: the commit, the notification (LISTEN/NOTIFY)
+// and the subscription's read.
+func BenchmarkReplicationLag(b *testing.B) {
+	url := tempSchema(b)
+	writer, reader := openAt(b, url), openAt(b, url, WithPollInterval(time.Hour))
+	sub, err := reader.Subscribe(context.Background(), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sub.Close()
+	lags := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		start := time.Now()
+		res, err := writer.Append(context.Background(), "lane-lag", events.ExactVersion(uint64(i)), []events.Proposed{{ID: fmt.Sprintf("lag-%d", i), Event: benchEvent(i)}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for e := range sub.Events() {
+			if e.Position == res.LastPosition() {
+				break
+			}
+		}
+		lags = append(lags, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(lags)
+	b.ReportMetric(float64(percentile(lags, 50).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(percentile(lags, 99).Microseconds()), "p99-µs")
+}

@@ -258,7 +258,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	s.commits.init()
 	where := fmt.Sprintf("open event store %s (schema %s)", hostOf(pc.Pool.ConnConfig), pc.Schema)
 
-	conn, err := s.connect(ctx)
+	conn, err := s.connectWriter(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
@@ -296,11 +296,27 @@ func hostOf(c *pgx.ConnConfig) string {
 	return fmt.Sprintf("%s:%d/%s", c.Host, c.Port, c.Database)
 }
 
-// connect opens a connection of the writer or the listener.
+// connect opens a connection of its own (the listener, a purge, the
+// migrations).
 func (s *Store) connect(ctx context.Context) (*pgx.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	return pgx.ConnectConfig(ctx, s.connCfg)
+}
+
+// connectWriter opens a writer's connection. Its session plans the
+// writer's statements once (plan_cache_mode force_generic_plan): a custom
+// plan of the fast path's INSERT cost more to make than to run, inside the
+// order lock (0.25 ms against 0.13 ms for one row, at load 9), and its
+// generic plan is linear like the custom one (fast.go).
+func (s *Store) connectWriter(ctx context.Context) (*pgx.Conn, error) {
+	cfg := s.connCfg.Copy()
+	if _, set := cfg.RuntimeParams["plan_cache_mode"]; !set {
+		cfg.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	return pgx.ConnectConfig(ctx, cfg)
 }
 
 // Close stops the writer once every append already handed to it is

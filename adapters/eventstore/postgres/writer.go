@@ -288,7 +288,7 @@ func (w *writer) connection() (*pgx.Conn, error) {
 		return w.conn, nil
 	}
 	w.drop()
-	conn, err := w.s.connect(context.Background())
+	conn, err := w.s.connectWriter(context.Background())
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
