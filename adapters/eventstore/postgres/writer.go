@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,7 @@ const (
 	// straight back, and waiting a fraction of a commit lets them share
 	// this one instead of waiting a whole commit for the next.
 	maxGatherWait = 500 * time.Microsecond
+	maxIdleYields = 16
 	// txTimeout bounds one attempt of a transaction on this side of the
 	// connection, should the server stop answering without closing it.
 	txTimeout = 2 * time.Minute
@@ -181,19 +183,24 @@ drain:
 	}
 	// The appenders the last commit answered are the ones about to come
 	// back: without waiting for them, concurrent appenders split into two
-	// cohorts that alternate, each transaction serving half of them.
-	want := n + w.answered
+	// cohorts that alternate, each transaction serving half of them. The
+	// writer yields rather than blocks (they are goroutines of this
+	// process, woken by that commit) and stops as soon as yielding brings
+	// nothing for a while: it never waits the whole window for appenders
+	// that are not coming.
 	if !gather || w.answered < 2 || full() {
 		return groups
 	}
-	timer := time.NewTimer(w.s.cfg.gatherWait)
-	defer timer.Stop()
-	for !full() && n < want {
+	want := n + w.answered
+	deadline := time.Now().Add(w.s.cfg.gatherWait)
+	for idle := 0; !full() && n < want && idle < maxIdleYields && time.Now().Before(deadline); {
 		select {
 		case g := <-w.ws.queue:
 			add(g)
-		case <-timer.C:
-			return groups
+			idle = 0
+		default:
+			runtime.Gosched()
+			idle++
 		}
 	}
 	return groups
