@@ -79,12 +79,14 @@
 //
 // The cost is that commits of the store take turns: each holds the lock
 // through its WAL flush, on every node. On the shared 2-core test machine
-// (load 10 to 14; fdatasync of 8 kB 2 to 3 ms by pg_test_fsync),
-// BenchmarkRawCommit measured 5,600 one-row commits/s from 16 connections
-// without the lock and 490 with it. The store gets the throughput back by
+// (load 4), BenchmarkRawCommit measured 10,156 one-row commits/s from 16
+// connections without the lock (PostgreSQL's group commit shares flushes)
+// and 4,017 with it. The store gets the throughput back within a node by
 // sharing transactions: one writer connection per Store takes every
-// append queued at that moment into one transaction (16 appenders: about
-// 16 appends per transaction, BenchmarkAppend; figures in BENCHMARKS.md).
+// append queued at that moment into one transaction (16 appenders: 12 to
+// 16 appends per transaction, 13,000 to 20,600 events/s, half to four
+// fifths of the SQLite store's rate in the same runs). Across nodes it
+// cannot: three nodes reached about half of one (BENCHMARKS.md).
 // A transaction that keeps the lock without committing holds every
 // append of the store, on every node, until the server ends it
 // (idle_in_transaction_session_timeout, statement_timeout).
