@@ -78,7 +78,8 @@ func Start(ctx context.Context) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "hermes-postgres-")
+	removeStale()
+	dir, err := os.MkdirTemp("", dirPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("start PostgreSQL: %w", err)
 	}
@@ -92,6 +93,31 @@ func Start(ctx context.Context) (*Cluster, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// dirPrefix names the clusters' temporary directories.
+const dirPrefix = "hermes-postgres-"
+
+// removeStale removes what a test process killed before its cleanup (a
+// go test timeout) left of its cluster: a directory of this package more
+// than an hour old whose server is gone (the kernel stopped it with its
+// parent: Pdeathsig). A directory whose server still runs, or younger
+// (another test binary's, being initialised), is left alone.
+func removeStale() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
+	for _, dir := range dirs {
+		info, err := os.Stat(dir)
+		if err != nil || time.Since(info.ModTime()) < time.Hour {
+			continue
+		}
+		if pid, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid")); err == nil {
+			first, _, _ := strings.Cut(string(pid), "\n")
+			if n, err := strconv.Atoi(strings.TrimSpace(first)); err == nil && syscall.Kill(n, 0) == nil {
+				continue
+			}
+		}
+		_ = os.RemoveAll(dir)
+	}
 }
 
 // findBinaries returns the directory holding initdb and postgres: the one

@@ -3,8 +3,11 @@ package postgres
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -129,5 +132,44 @@ func TestTerminateBackends(t *testing.T) {
 	}
 	if err := victim.Ping(t.Context()); err == nil {
 		t.Errorf("a terminated session still answers")
+	}
+}
+
+// TestRemoveStale: a directory an hour old whose server is gone goes; one
+// whose server runs, or a young one, stays.
+func TestRemoveStale(t *testing.T) {
+	old := time.Now().Add(-2 * time.Hour)
+	mk := func(pid string, at time.Time) string {
+		dir, err := os.MkdirTemp("", dirPrefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		if pid != "" {
+			if err := os.MkdirAll(filepath.Join(dir, "data"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "data", "postmaster.pid"), []byte(pid+"\n/data\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chtimes(dir, at, at); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	gone := mk("", old)
+	dead := mk("2147483000", old)
+	running := mk(strconv.Itoa(os.Getpid()), old)
+	young := mk("", time.Now())
+	removeStale()
+	for _, tc := range []struct {
+		dir  string
+		want bool
+	}{{gone, false}, {dead, false}, {running, true}, {young, true}} {
+		_, err := os.Stat(tc.dir)
+		if exists := err == nil; exists != tc.want {
+			t.Errorf("%s exists after removeStale = %v, want %v", tc.dir, exists, tc.want)
+		}
 	}
 }
