@@ -48,7 +48,7 @@ func TestPostingsReadEveryEntry(t *testing.T) {
 	n := 0
 	for range 3 {
 		var batch []events.Envelope
-		for range 700 {
+		for range sized(250, 700) {
 			batch = append(batch, h.tr(sid, appended(sid, text("user", message(n)), at(n+1)))...)
 			n++
 		}

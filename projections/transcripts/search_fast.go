@@ -205,6 +205,7 @@ func (r *Reader) fastScores(ctx context.Context, tx *sql.Tx, table string, q fas
 	if err != nil {
 		return nil, err
 	}
+	s = s.withEntries()
 	rows, tokens, err := x.averages()
 	if err != nil {
 		return nil, err
