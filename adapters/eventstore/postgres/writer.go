@@ -105,6 +105,11 @@ func (ws *writers) enqueue(ctx context.Context, s *Store, g *group) error {
 	if s.closed() {
 		return ErrClosed
 	}
+	// Checked first: select would pick a free queue slot over a done
+	// context half of the time.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	select {
 	case ws.queue <- g:
 		return nil
