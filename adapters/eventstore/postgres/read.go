@@ -16,6 +16,35 @@ import (
 // event. A count of zero or less reads nothing. It fails with
 // events.ErrStreamNotFound when the stream has no events.
 func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, count int, dir events.Direction) ([]events.Envelope, error) {
+	return retryRead(ctx, func() ([]events.Envelope, error) { return s.readStreamOnce(ctx, stream, from, count, dir) })
+}
+
+// readBackoff bounds the tries of a read that meets a transient error (a
+// pooled connection the server ended, a restart): reads change nothing,
+// so trying again on another connection is safe.
+var readBackoff = []time.Duration{0, 10 * time.Millisecond, 100 * time.Millisecond, time.Second}
+
+// retryRead runs read until it answers without a transient error, at most
+// len(readBackoff) times, waiting readBackoff between tries.
+func retryRead[T any](ctx context.Context, read func() (T, error)) (T, error) {
+	var out T
+	var err error
+	for _, wait := range readBackoff {
+		if wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return out, err
+			}
+		}
+		if out, err = read(); err == nil || !transient(err) {
+			return out, err
+		}
+	}
+	return out, err
+}
+
+func (s *Store) readStreamOnce(ctx context.Context, stream string, from uint64, count int, dir events.Direction) ([]events.Envelope, error) {
 	if s.closed() {
 		return nil, fmt.Errorf("read stream %s: %w", stream, ErrClosed)
 	}
@@ -68,7 +97,7 @@ func (s *Store) ReadAll(ctx context.Context, after uint64, count int) ([]events.
 	if s.closed() {
 		return nil, fmt.Errorf("read all: %w", ErrClosed)
 	}
-	envs, err := s.readAll(ctx, after, count)
+	envs, err := retryRead(ctx, func() ([]events.Envelope, error) { return s.readAll(ctx, after, count) })
 	if err != nil {
 		return nil, fmt.Errorf("read all after %d: %w", after, err)
 	}
@@ -92,8 +121,12 @@ func (s *Store) Head(ctx context.Context) (uint64, error) {
 	if s.closed() {
 		return 0, fmt.Errorf("head: %w", ErrClosed)
 	}
-	var head int64
-	if err := s.readers.QueryRow(ctx, s.sql.head).Scan(&head); err != nil {
+	head, err := retryRead(ctx, func() (int64, error) {
+		var head int64
+		err := s.readers.QueryRow(ctx, s.sql.head).Scan(&head)
+		return head, err
+	})
+	if err != nil {
 		return 0, fmt.Errorf("head: %w", err)
 	}
 	return uint64(head), nil
