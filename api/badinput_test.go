@@ -67,6 +67,8 @@ func TestBadInput(t *testing.T) {
 		{name: "token prefix", method: "POST", path: "/v1/sessions/resolve", body: map[string]any{"source": validSource}, header: map[string]string{"Authorization": "Bearer " + token[:5]}, status: 401, code: "unauthorized"},
 		{name: "missing token on a read", method: "GET", path: "/v1/events", noAuth: true, status: 401, code: "unauthorized"},
 		{name: "missing token on the clock", method: "POST", path: "/v1/clock", body: map[string]string{"advance": "1h"}, noAuth: true, status: 401, code: "unauthorized"},
+		{name: "missing token on the metrics", method: "GET", path: "/metrics", noAuth: true, status: 401, code: "unauthorized"},
+		{name: "missing token on the OpenAPI document", method: "GET", path: "/openapi.json", noAuth: true, status: 401, code: "unauthorized"},
 
 		// Bodies.
 		{name: "malformed JSON", method: "POST", path: "/v1/sessions/resolve", body: `{"source":`, status: 400, code: "invalid_argument"},

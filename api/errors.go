@@ -88,6 +88,10 @@ func statusOf(err error) (int, string) {
 		return http.StatusConflict, CodeConflict
 	case errors.Is(err, events.ErrStorageFull):
 		return http.StatusInsufficientStorage, CodeInsufficientStorage
+	case errors.Is(err, events.ErrLogDamaged):
+		// Nothing was appended; the message names hermes check, restore
+		// and --salvage.
+		return http.StatusServiceUnavailable, CodeUnavailable
 	case errors.Is(err, errDraining), errors.Is(err, errUnavailable),
 		errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, CodeUnavailable

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -26,7 +27,7 @@ func withFollowLimits(l followLimits) option {
 	return func(o *harnessOptions) { o.follow = l }
 }
 
-// withMaxConnections puts the harness behind api.LimitListener.
+// withMaxConnections puts the harness behind api.LimitConnections.
 func withMaxConnections(n int) option { return func(o *harnessOptions) { o.maxConns = n } }
 
 // follow opens GET /v1/events?follow=1<query> with the given headers; the
@@ -287,8 +288,9 @@ func TestFollowStuckClientFreesItsSlot(t *testing.T) {
 	}
 }
 
-// TestConnectionCap: with api.max_connections open, the next connection
-// waits (it is not accepted) and is served as soon as one closes.
+// TestConnectionCap: with api.max_connections open inside requests (event
+// streams), the next connection waits (it is not accepted) and is served
+// as soon as one closes.
 func TestConnectionCap(t *testing.T) {
 	const max = 2
 	h := newHarness(t, withMaxConnections(max))
@@ -301,13 +303,13 @@ func TestConnectionCap(t *testing.T) {
 			t.Fatalf("dial %d: %v", i+1, err)
 		}
 		t.Cleanup(func() { conn.Close() })
-		fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+		fmt.Fprintf(conn, "GET /v1/events?follow=1 HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
 		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("connection %d of %d: GET /healthz = %v, %v, want 200", i+1, max, resp, err)
+			t.Fatalf("connection %d of %d: GET /v1/events?follow=1 = %v, %v, want 200", i+1, max, resp, err)
 		}
-		held = append(held, conn) // kept open (HTTP/1.1 keep-alive)
+		held = append(held, conn) // the stream stays open
 	}
 
 	type result struct {
@@ -327,8 +329,8 @@ func TestConnectionCap(t *testing.T) {
 	}()
 	select {
 	case r := <-done:
-		t.Fatalf("connection %d answered (%d, %v) while %d were open, want it to wait", max+1, r.status, r.err, max)
-	case <-time.After(300 * time.Millisecond):
+		t.Fatalf("connection %d answered (%d, %v) while %d streams were open, want it to wait", max+1, r.status, r.err, max)
+	case <-time.After(4 * 250 * time.Millisecond): // past idleGrace: streams are never taken over
 	}
 	held[0].Close()
 	select {
@@ -338,5 +340,73 @@ func TestConnectionCap(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("connection %d not served 30 s after one of %d closed", max+1, max)
+	}
+}
+
+// TestConnectionCapIsNoLever: connections that send nothing, that stop
+// half way through their headers, or that idle between keep-alive
+// requests, far more of them than api.max_connections, do not keep a
+// client out: each of its requests is served (in place of one of them,
+// which is closed) well before its timeout, far shorter than the
+// ReadHeaderTimeout that would free them otherwise (here there is none).
+func TestConnectionCapIsNoLever(t *testing.T) {
+	const max = 4
+	h := newHarness(t, withMaxConnections(max))
+	addr := h.http.Listener.Addr().String()
+
+	var idle []net.Conn
+	dial := func() net.Conn {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		idle = append(idle, conn)
+		return conn
+	}
+	for range 2 { // a request, then idle on keep-alive
+		conn := dial()
+		fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("keep-alive connection: GET /healthz = %v, %v", resp, err)
+		}
+	}
+	for range 2 { // half a request line
+		fmt.Fprint(dial(), "GET /heal")
+	}
+	silent := make(chan struct{})
+	go func() { // far more than the cap, sending nothing
+		defer close(silent)
+		for range 40 {
+			if conn, err := net.Dial("tcp", addr); err == nil {
+				t.Cleanup(func() { conn.Close() })
+			}
+		}
+	}()
+
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 20 * time.Second}
+	for i := range 5 {
+		resp, err := client.Get(h.url("/healthz"))
+		if err != nil {
+			t.Fatalf("GET /healthz %d behind %d idle connections (cap %d): %v", i+1, len(idle)+40, max, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /healthz %d = %d, want 200", i+1, resp.StatusCode)
+		}
+	}
+	<-silent
+	// The idle connections, the oldest, were taken over first: the server
+	// closed each.
+	closed := 0
+	for _, conn := range idle {
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadAll(conn); err == nil {
+			closed++
+		}
+	}
+	if closed != len(idle) {
+		t.Fatalf("%d of the %d idle connections were closed, want all", closed, len(idle))
 	}
 }

@@ -28,7 +28,7 @@ import (
 // 04:00 daily boundary nor the 24h idle window is near.
 var start = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 
-// harness is a hermes serve as cmd/hermes/serve.go wires it: a SQLite event
+// harness is a hermes serve as node.Open wires it: a SQLite event
 // store in a temporary directory (stamped by the manual clock), the lane
 // and transcript read models fed by a running projections.Runner, a
 // separate state.db reader for the queries, the commands.Handler on the
@@ -159,7 +159,7 @@ func newHarness(t testing.TB, opts ...option) *harness {
 
 	h.http = httptest.NewUnstartedServer(h.server.Handler())
 	if o.maxConns > 0 {
-		h.http.Listener = api.LimitListener(h.http.Listener, o.maxConns)
+		h.http.Listener = api.LimitConnections(h.http.Config, h.http.Listener, o.maxConns)
 	}
 	h.http.Start()
 	t.Cleanup(func() {

@@ -252,6 +252,12 @@ func TestResumePending(t *testing.T) {
 	if !mark.Marked || mark.Entry.ResumeReason == nil || *mark.Entry.ResumeReason != "restart_timeout" {
 		t.Errorf("resume-pending without body = marked %v, reason %v, want true, restart_timeout", mark.Marked, mark.Entry.ResumeReason)
 	}
+	third := h.resolve(dm("3")).Entry.SessionKey
+	h.call("POST", lane(third, "/resume-pending"), map[string]any{}, http.StatusOK, &mark)
+	if !mark.Marked || mark.Entry.ResumeReason == nil || *mark.Entry.ResumeReason != "restart_timeout" {
+		t.Errorf("resume-pending {} = marked %v, reason %v, want true, restart_timeout", mark.Marked, mark.Entry.ResumeReason)
+	}
+	h.call("DELETE", lane(third, "/resume-pending"), nil, http.StatusOK, nil)
 
 	resumable := func() []string {
 		var got struct {

@@ -189,11 +189,15 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	}
 }
 
-// TestOpenAPIServed is the golden test: GET /openapi.json is the file.
+// TestOpenAPIServed is the golden test: GET /openapi.json is the file,
+// with the token when one is set.
 func TestOpenAPIServed(t *testing.T) {
 	raw, _ := openAPIDoc(t)
 	h := newHarness(t, withToken("tok"))
-	r := h.send(request{method: "GET", path: "/openapi.json", noAuth: true})
+	if r := h.send(request{method: "GET", path: "/openapi.json", noAuth: true}); r.status != http.StatusUnauthorized {
+		t.Fatalf("GET /openapi.json without the token = %d, want 401", r.status)
+	}
+	r := h.send(request{method: "GET", path: "/openapi.json"})
 	if r.status != http.StatusOK || r.header.Get("Content-Type") != "application/json" {
 		t.Fatalf("GET /openapi.json = %d %q, want 200 application/json", r.status, r.header.Get("Content-Type"))
 	}

@@ -43,6 +43,39 @@ func TestHealthAndReadiness(t *testing.T) {
 	}
 }
 
+// TestTokenLeavesOnlyTheProbesOpen: with api.token set, /healthz and
+// /readyz answer without it (a probe has none); /metrics and /openapi.json
+// with it (TestBadInput has their 401s), as every /v1 route. Every answer,
+// JSON, text and errors alike, says X-Content-Type-Options: nosniff.
+func TestTokenLeavesOnlyTheProbesOpen(t *testing.T) {
+	h := newHarness(t, withToken("tok"))
+	for _, rq := range []request{
+		{method: "GET", path: "/healthz", noAuth: true},
+		{method: "GET", path: "/readyz", noAuth: true},
+		{method: "GET", path: "/metrics"},
+		{method: "GET", path: "/openapi.json"},
+		{method: "GET", path: "/v1/transcripts/recent"},
+	} {
+		r := h.send(rq)
+		if r.status != http.StatusOK {
+			t.Errorf("GET %s (token sent: %t) = %d %s, want 200", rq.path, !rq.noAuth, r.status, r.body)
+		}
+		if got := r.header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("GET %s: X-Content-Type-Options = %q, want nosniff", rq.path, got)
+		}
+	}
+	for _, rq := range []request{
+		{method: "GET", path: "/v1/transcripts/recent", noAuth: true},
+		{method: "GET", path: "/v1/no-such-route"},
+		{method: "POST", path: "/v1/sessions/resolve", body: `{"source":{}}`},
+	} {
+		r := h.send(rq)
+		if r.status/100 != 4 || r.header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s %s = %d, X-Content-Type-Options %q, want a 4xx with nosniff", rq.method, rq.path, r.status, r.header.Get("X-Content-Type-Options"))
+		}
+	}
+}
+
 func TestMetrics(t *testing.T) {
 	h := newHarness(t)
 	key := h.resolve(dm("1")).Entry.SessionKey

@@ -12,7 +12,7 @@ import (
 )
 
 // trackedRebuilder is the API's view of a rebuild without the files (those
-// are cmd/hermes's, tested there with a real hermes serve): it starts a
+// are package node's, tested there with a real hermes serve): it starts a
 // rebuild on its tracker, or refuses with refuse.
 type trackedRebuilder struct {
 	tracker *projections.RebuildTracker

@@ -410,25 +410,26 @@ func (q switchRequest) validate() error { return domain.ValidateSessionID(q.Sess
 
 // resumePendingRequest is POST /v1/sessions/{key}/resume-pending.
 type resumePendingRequest struct {
-	Reason string `json:"reason"`
+	Reason *string `json:"reason"`
 }
 
-// validate keeps the reason free text as Hermes stores it (API.md names the
-// three restart reasons; only those are continued automatically), bounded
-// as the domain bounds it.
+// validate keeps the reason free text as Hermes stores it (only the three
+// restart reasons are continued automatically), bounded as the domain
+// bounds it; a reason given must say something ("" is refused), one left
+// out is restart_timeout.
 func (q resumePendingRequest) validate() error {
-	if q.Reason == "" {
+	if q.Reason == nil {
 		return nil
 	}
-	return domain.CheckResumeReason(q.Reason)
+	return domain.CheckResumeReason(*q.Reason)
 }
 
 // reason is the reason given, restart_timeout when none.
 func (q resumePendingRequest) reason() string {
-	if q.Reason == "" {
+	if q.Reason == nil {
 		return events.ResumeRestartTimeout
 	}
-	return q.Reason
+	return *q.Reason
 }
 
 // activeProcessesRequest is PUT /v1/sessions/{key}/active-processes.
@@ -644,7 +645,20 @@ func (q titleRequest) validate() error {
 	if q.Title == nil {
 		return fmt.Errorf("%w: title is required (\"\" clears it)", errBadRequest)
 	}
-	return checkText("title", *q.Title, maxTitleBytes)
+	return checkTitle("title", *q.Title)
+}
+
+// checkTitle bounds a title as sent and refuses invalid UTF-8; a NUL byte,
+// like every control character, is stripped by transcripts.SanitizeTitle
+// (Hermes' sanitize_title), not refused.
+func checkTitle(field, v string) error {
+	switch {
+	case len(v) > maxTitleBytes:
+		return fmt.Errorf("%w: %s is longer than %d bytes", errBadRequest, field, maxTitleBytes)
+	case !utf8.ValidString(v):
+		return fmt.Errorf("%w: %s is not valid UTF-8", errBadRequest, field)
+	}
+	return nil
 }
 
 // metadataRequest is PATCH /v1/transcripts/{session_id}.

@@ -188,13 +188,19 @@ func (s *Server) Handler() http.Handler {
 		r.Use(s.Metrics.middleware)
 	}
 	r.Use(s.browserGuard()) // Host, cross-origin and Content-Type rules, on every route
+	r.Use(noSniff)
+	// Without the token: the probes, and the web UI's files, which hold no
+	// data (the page asks for the token and sends it to /v1).
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
-	if s.Metrics != nil {
-		r.Method(http.MethodGet, "/metrics", s.Metrics.Handler())
-	}
-	r.Get("/openapi.json", serveOpenAPI)
 	s.uiPages(r) // the web UI at /ui/ (ui.go)
+	r.Group(func(r chi.Router) {
+		r.Use(s.auth)
+		if s.Metrics != nil {
+			r.Method(http.MethodGet, "/metrics", s.Metrics.Handler())
+		}
+		r.Get("/openapi.json", serveOpenAPI)
+	})
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.auth)
 		r.Use(s.limitBody)
@@ -222,6 +228,15 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusMethodNotAllowed, body)
 	})
 	return r
+}
+
+// noSniff tells browsers to take every answer for the type it declares
+// (JSON, event streams, errors), never to sniff it into HTML or script.
+func noSniff(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) recoverer(next http.Handler) http.Handler {

@@ -261,8 +261,8 @@ func (s *Server) sessionByTitle(w http.ResponseWriter, r *http.Request) error {
 // (Hermes' sanitize_title): {"title": s} or null for an empty result, 400
 // for a title too long.
 func (s *Server) sanitizeTitle(w http.ResponseWriter, r *http.Request) error {
-	title, err := textQuery(r, "title", maxTitleBytes)
-	if err != nil {
+	title := r.URL.Query().Get("title")
+	if err := checkTitle("title", title); err != nil {
 		return err
 	}
 	clean, err := transcripts.SanitizeTitle(title)

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -164,6 +165,21 @@ func TestTitles(t *testing.T) {
 	}
 	// Setting a session's own title again is fine.
 	h.call("PUT", transcript(a, "/title"), map[string]string{"title": "Trip planning"}, http.StatusOK, nil)
+	// Control characters, NUL among them, are stripped as sanitize_title
+	// strips them, not refused (upstream's
+	// test_sanitize_applied_in_set_session_title).
+	h.call("PUT", transcript(b, "/title"), map[string]string{"title": "  hello\u0000 world\u0007  "}, http.StatusOK, &set)
+	if set.Title == nil || *set.Title != "hello world" {
+		t.Errorf("PUT title with NUL and BEL = %v, want the sanitised title hello world", set.Title)
+	}
+	var clean struct {
+		Title *string `json:"title"`
+	}
+	h.call("GET", "/v1/titles/sanitize?title="+url.QueryEscape("a\x00b"), nil, http.StatusOK, &clean)
+	if clean.Title == nil || *clean.Title != "ab" {
+		t.Errorf("GET titles/sanitize of a NUL = %v, want ab", clean.Title)
+	}
+	h.call("PUT", transcript(b, "/title"), map[string]string{"title": ""}, http.StatusOK, nil)
 
 	var next struct {
 		Title string `json:"title"`
@@ -242,6 +258,19 @@ func TestSearch(t *testing.T) {
 			if res.ID == 0 || res.SessionID == "" || res.Role == "" || res.Source == "" || res.Snippet == "" {
 				t.Errorf("GET /v1/search?%s result = %+v, want id, session_id, role, source, snippet", tc.query, res)
 			}
+		}
+	}
+}
+
+// TestExportWithoutMessages: a session without messages exports
+// "messages": [] (Hermes' export_session), alone and in the export of all.
+func TestExportWithoutMessages(t *testing.T) {
+	h := newHarness(t)
+	id := h.resolve(dm("empty")).Entry.SessionID
+	for _, path := range []string{transcript(id, "/export"), "/v1/export"} {
+		r := h.call("GET", path, nil, http.StatusOK, nil)
+		if !bytes.Contains(r.body, []byte(`"messages":[]`)) || bytes.Contains(r.body, []byte(`"messages":null`)) {
+			t.Errorf("GET %s = %s, want \"messages\": []", path, r.body)
 		}
 	}
 }

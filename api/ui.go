@@ -94,7 +94,6 @@ func serveUIAsset(w http.ResponseWriter, r *http.Request, name string) error {
 	// unchanged).
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Content-Security-Policy", uiContentSecurityPolicy)
-	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")

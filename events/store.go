@@ -21,6 +21,12 @@ var (
 	// EDQUOT). Nothing was appended; the same write succeeds once space
 	// returns. Read models answer it too when they cannot record a batch.
 	ErrStorageFull = errors.New("insufficient storage")
+	// ErrLogDamaged: a read or a write of the log met damage (corrupt
+	// pages, an event that does not decode, a hole in the positions), or a
+	// check of the whole log found it. The store refuses every write from
+	// then on, so nothing is acknowledged that the damaged file may not
+	// keep; the way out is a restore or a salvage.
+	ErrLogDamaged = errors.New("event log is damaged")
 )
 
 // ExpectedVersion is the optimistic-concurrency condition of an append.

@@ -14,6 +14,6 @@
 // call os.Getenv, parse flags, start anything or hold state. It imports no
 // other hermes package (STYLE.md lets an adapter import the ports of
 // commands, projections and events, never the domain): turning a Config
-// into the write side's commands.Config is cmd/hermes' job (writeSideConfig
-// in cmd/hermes/commands_config.go).
+// into the write side's commands.Config is package node's job
+// (node.WriteSideConfig, node/settings.go).
 package config

@@ -32,7 +32,7 @@ var ErrGatewayRunning = errors.New("a Hermes gateway is running on this home")
 // A stale gateway.pid (dead process, or a pid reused by something else)
 // is reported and ignored. Nothing is created or changed in the home.
 func (h Home) CheckNotRunning(rep *Report) error {
-	if f, err := os.Open(h.GatewayLock()); err == nil {
+	if f, err := os.OpenFile(h.GatewayLock(), os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
 			syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
@@ -42,7 +42,7 @@ func (h Home) CheckNotRunning(rep *Report) error {
 			return fmt.Errorf("%s is locked: %w (stop it first)", h.GatewayLock(), ErrGatewayRunning)
 		}
 	}
-	data, err := os.ReadFile(h.GatewayPID())
+	data, err := readBounded(h.GatewayPID(), maxPIDFileBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -94,7 +94,7 @@ func looksLikeGateway(cmdline string) bool {
 // as none, as in Hermes. Era C's object values ({"count": N, ...}) give
 // their count.
 func (h Home) ReadRestartCounts(rep *Report) map[string]int {
-	data, err := os.ReadFile(h.RestartCounts())
+	data, err := readBounded(h.RestartCounts(), maxCountsBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

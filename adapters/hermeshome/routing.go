@@ -55,7 +55,7 @@ type Routing struct {
 // reported. A file that is not a JSON object at all is an error (Hermes
 // would start empty and overwrite it: the import refuses instead).
 func ReadRouting(path string, loc *time.Location, rep *Report) (Routing, error) {
-	data, err := os.ReadFile(path)
+	data, err := readBounded(path, MaxSessionsJSONBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		rep.Add(Info, "sessions.json", "not found: no lanes to import")
 		return Routing{}, nil

@@ -93,6 +93,11 @@ func (s *StateDB) Changed() bool {
 // meanwhile. A state.db with a -wal is read through it (SQLite may then
 // update the -shm index, never the database or the WAL).
 func OpenStateDB(ctx context.Context, path string, rep *Report) (*StateDB, error) {
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if st, err := os.Stat(p); err == nil && !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("%w: %s is not a regular file (%s)", ErrUnsafeFile, p, describeMode(st.Mode()))
+		}
+	}
 	q := url.Values{}
 	q.Set("mode", "ro")
 	var settled os.FileInfo
@@ -126,6 +131,9 @@ func OpenStateDB(ctx context.Context, path string, rep *Report) (*StateDB, error
 func (s *StateDB) Close() error { return s.db.Close() }
 
 func (s *StateDB) inventory(ctx context.Context, rep *Report) error {
+	if err := s.requireTables(ctx); err != nil {
+		return err
+	}
 	var owner string
 	if err := s.db.QueryRowContext(ctx, "SELECT value FROM state_meta WHERE key = 'hermes_projection'").Scan(&owner); err == nil {
 		return fmt.Errorf("%w (%s)", ErrHermesReadModel, owner)
@@ -185,6 +193,25 @@ func (s *StateDB) inventory(ctx context.Context, rep *Report) error {
 		rep.Add(Skipped, "state.db table "+t, "unknown table not imported (%d rows)", n)
 	}
 	return nil
+}
+
+// requireTables refuses a state.db where a name the import reads is not a
+// table: a view (over an endless recursive query, say) or a trigger cannot
+// stand in for Hermes' tables.
+func (s *StateDB) requireTables(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, "SELECT name, type FROM sqlite_schema WHERE lower(name) IN ('sessions', 'messages', 'schema_version', 'state_meta') AND type != 'table'")
+	if err != nil {
+		return fmt.Errorf("list tables: %w", err)
+	}
+	defer rows.Close()
+	if rows.Next() {
+		var name, typ string
+		if err := rows.Scan(&name, &typ); err != nil {
+			return fmt.Errorf("list tables: %w", err)
+		}
+		return fmt.Errorf("%w: %s is a %s, not a table as in Hermes' state.db", ErrUnsafeFile, name, typ)
+	}
+	return rows.Err()
 }
 
 // columns lists the columns of table the import selects: the known ones

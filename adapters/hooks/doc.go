@@ -14,7 +14,7 @@
 // coordination of several nodes) are not delivered.
 //
 // With several nodes on one store only the holder of the leader lease runs
-// the router (cmd/hermes); the lease events carry the checkpoint it
+// the router (node/leases.go); the lease events carry the checkpoint it
 // reached, and [AdvanceCheckpoint] moves a new holder's checkpoint to it
 // before it runs.
 //

@@ -33,7 +33,7 @@ func newConfigCommand(g *globalFlags) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "ok: home %s, api.addr %s, reset mode %s, timezone %s\n",
-				h.dir, cfg.API.Addr, cfg.SessionReset.Mode, cfg.Location())
+				h.Dir, cfg.API.Addr, cfg.SessionReset.Mode, cfg.Location())
 			return nil
 		},
 	}

@@ -13,6 +13,7 @@ import (
 	"hermes/adapters/eventstore/sqlite"
 	"hermes/domain"
 	"hermes/events"
+	"hermes/node"
 )
 
 // ack is a request hermes acknowledged before it was killed.
@@ -144,7 +145,7 @@ func (s *server) try(method, path string, body, out any) error {
 
 func readLog(t *testing.T, home string) []events.Envelope {
 	t.Helper()
-	store, err := sqlite.Open(homeLayout{dir: home}.eventsDB(), sqlite.WithReadOnly())
+	store, err := sqlite.Open(node.Home{Dir: home}.EventsDB(), sqlite.WithReadOnly())
 	if err != nil {
 		t.Fatalf("the store does not open cleanly after a kill: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"hermes/adapters/eventstore/sqlite"
+	"hermes/node"
 	"hermes/testfixtures"
 )
 
@@ -33,11 +34,11 @@ func benchDurableEvents() int {
 func BenchmarkBackupRestore(b *testing.B) {
 	n := benchDurableEvents()
 	ctx := context.Background()
-	h := homeLayout{dir: b.TempDir()}
-	if err := h.ensure(); err != nil {
+	h := node.Home{Dir: b.TempDir()}
+	if err := h.Ensure(); err != nil {
 		b.Fatal(err)
 	}
-	store, err := sqlite.Open(h.eventsDB())
+	store, err := sqlite.Open(h.EventsDB())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func BenchmarkBackupRestore(b *testing.B) {
 	b.Logf("generated %d events in %s", n, time.Since(start).Round(time.Millisecond))
 	b.ResetTimer()
 	for i := range b.N {
-		m, dir, took, err := backup(ctx, h, filepath.Join(b.TempDir(), "backups"), time.Now(), io.Discard)
+		m, dir, took, err := node.Backup(ctx, h, filepath.Join(b.TempDir(), "backups"), time.Now(), version, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -62,19 +63,19 @@ func BenchmarkBackupRestore(b *testing.B) {
 		b.ReportMetric(took.Seconds(), "backup-s")
 
 		began := time.Now()
-		rep, err := sqlite.Check(ctx, h.eventsDB(), sqlite.CheckOptions{})
+		rep, err := sqlite.Check(ctx, h.EventsDB(), sqlite.CheckOptions{})
 		if err != nil || !rep.OK() {
 			b.Fatalf("check: %v %s", err, rep.Summary())
 		}
 		b.ReportMetric(time.Since(began).Seconds(), "check-s")
 
-		into := homeLayout{dir: filepath.Join(b.TempDir(), "restored-"+strconv.Itoa(i))}
+		into := node.Home{Dir: filepath.Join(b.TempDir(), "restored-"+strconv.Itoa(i))}
 		began = time.Now()
 		if _, err := restore(ctx, into, dir, false, io.Discard); err != nil {
 			b.Fatal(err)
 		}
 		restored := time.Since(began)
-		s := startServer(b, into.dir, nil)
+		s := startServer(b, into.Dir, nil)
 		ready := time.Since(began)
 		b.ReportMetric(restored.Seconds(), "restore-s")
 		b.ReportMetric(ready.Seconds(), "restore-to-ready-s")

@@ -14,6 +14,8 @@ import (
 
 	"hermes/adapters/eventstore/sqlite"
 	"hermes/events"
+	"hermes/node"
+	"hermes/testfixtures/ondisk"
 )
 
 // readLogFile reads every event of the log file at path (read-only).
@@ -60,8 +62,8 @@ func TestDamagedLog(t *testing.T) {
 	t.Run("tail: start refuses", func(t *testing.T) {
 		home := t.TempDir()
 		seedHome(t, home, 3)
-		h := homeLayout{dir: home}
-		garble(t, h.eventsDB(), 0) // the last third: the newest events
+		h := node.Home{Dir: home}
+		ondisk.Garble(t, h.EventsDB(), 0) // the last third: the newest events
 		s := startServerExpectExit(t, home)
 		for _, want := range []string{"damaged", "hermes check", "hermes restore"} {
 			if !strings.Contains(s, want) {
@@ -72,11 +74,11 @@ func TestDamagedLog(t *testing.T) {
 	t.Run("middle: check names the positions, salvage copies the rest", func(t *testing.T) {
 		home := t.TempDir()
 		seedHome(t, home, 8)
-		h := homeLayout{dir: home}
+		h := node.Home{Dir: home}
 		pristine := filepath.Join(t.TempDir(), "pristine.db")
-		copyFile(t, h.eventsDB(), pristine)
+		copyFile(t, h.EventsDB(), pristine)
 		before := readLogFile(t, pristine)
-		garbleRange(t, h.eventsDB(), 0.4, 0.5)
+		garbleRange(t, h.EventsDB(), 0.4, 0.5)
 
 		salvaged := filepath.Join(t.TempDir(), "salvaged.db")
 		out, _ := hermes(t, 1, "check", "--home", home, "--salvage", salvaged)
@@ -84,7 +86,7 @@ func TestDamagedLog(t *testing.T) {
 			t.Fatalf("check output:\n%s", out)
 		}
 		t.Logf("hermes check:\n%s", out)
-		rep, err := sqlite.Check(context.Background(), h.eventsDB(), sqlite.CheckOptions{})
+		rep, err := sqlite.Check(context.Background(), h.EventsDB(), sqlite.CheckOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +250,7 @@ func TestBackupUnderLoad(t *testing.T) {
 
 	restored := t.TempDir()
 	hermes(t, 0, "restore", dir, "--home", restored)
-	log := readLogFile(t, homeLayout{dir: restored}.eventsDB())
+	log := readLogFile(t, node.Home{Dir: restored}.EventsDB())
 	have := map[uint64]bool{}
 	for i, e := range log {
 		have[e.Position] = true
@@ -268,7 +270,7 @@ func TestBackupUnderLoad(t *testing.T) {
 	if before == 0 {
 		t.Fatal("no append was acknowledged before the backup")
 	}
-	var m Manifest
+	var m node.Manifest
 	data, _ := os.ReadFile(filepath.Join(dir, "manifest.json"))
 	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatal(err)
@@ -327,4 +329,23 @@ func TestPeriodicBackup(t *testing.T) {
 		t.Fatalf("%d backups kept, want 2: %v", len(got), got)
 	}
 	hermes(t, 0, "restore", filepath.Dir(got[1]), "--home", t.TempDir())
+
+	// Given the folder given to hermes backup, restore takes the newest
+	// complete backup in it and says which; a later folder whose manifest
+	// was never written is passed over.
+	unfinished := filepath.Join(dir, "hermes-29991231T000000.000Z")
+	if err := os.Mkdir(unfinished, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, filepath.Join(filepath.Dir(got[1]), node.BackupLogName), filepath.Join(unfinished, node.BackupLogName))
+	out, _ := hermes(t, 0, "restore", dir, "--home", t.TempDir())
+	if !strings.Contains(out, "holds 2 backups; restoring the newest complete one: "+filepath.Dir(got[1])) {
+		t.Fatalf("restore %s: %s", dir, out)
+	}
+
+	// A folder without any backup is a clear refusal.
+	_, errOut := hermes(t, 2, "restore", t.TempDir(), "--home", t.TempDir())
+	if !strings.Contains(errOut, "holds no hermes backup") {
+		t.Fatalf("restore of a folder without backups: %s", errOut)
+	}
 }

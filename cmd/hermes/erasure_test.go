@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -20,6 +18,7 @@ import (
 	"hermes/adapters/eventstore/sqlite"
 	"hermes/commands"
 	"hermes/events"
+	"hermes/testfixtures/ondisk"
 )
 
 // erasureFixture is a home with one lane and its transcript whose content
@@ -35,18 +34,9 @@ type erasureFixture struct {
 	lane       string // marker in the lane's origin and queued items
 }
 
-func randomMarker(t *testing.T, prefix string) string {
-	t.Helper()
-	b := make([]byte, 12)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return prefix + hex.EncodeToString(b)
-}
-
 func newErasureFixture(t *testing.T, home string, args ...string) *erasureFixture {
 	t.Helper()
-	f := &erasureFixture{transcript: randomMarker(t, "tmark"), lane: randomMarker(t, "lmark"), userID: "u-" + randomMarker(t, "")[:8]}
+	f := &erasureFixture{transcript: ondisk.RandomMarker(t, "tmark"), lane: ondisk.RandomMarker(t, "lmark"), userID: "u-" + ondisk.RandomMarker(t, "")[:8]}
 	f.s = startServer(t, home, nil, args...)
 	source := map[string]any{"platform": "telegram", "chat_id": "c-" + f.userID, "chat_type": "dm",
 		"user_id": f.userID, "user_name": "Ada " + f.lane}
@@ -251,7 +241,7 @@ func TestErasureSurvivesSIGKILL(t *testing.T) {
 	for i, delay := range []time.Duration{0, 15 * time.Millisecond, 60 * time.Millisecond} {
 		home := t.TempDir()
 		s := startServer(t, home, nil)
-		marker, keep := randomMarker(t, "kmark"), randomMarker(t, "keep")
+		marker, keep := ondisk.RandomMarker(t, "kmark"), ondisk.RandomMarker(t, "keep")
 		user := "u-" + marker[:10]
 		for g := range 25 {
 			src := map[string]any{"platform": "telegram", "chat_id": "g" + strconv.Itoa(g), "chat_type": "group",

@@ -2,12 +2,9 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,6 +12,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"hermes/node"
+	"hermes/testfixtures/ondisk"
 )
 
 // seedHome starts hermes on home, writes lanes with transcripts, stops it
@@ -57,44 +57,6 @@ func readAnswers(t *testing.T, s *server, keys, ids []string) map[string]json.Ra
 	return out
 }
 
-// garble overwrites pages of the SQLite file at path with random bytes:
-// from page first (1 is the header page; 0: two thirds of the way in, past
-// the pages of the schema, written first) to the last.
-func garble(t *testing.T, path string, first int) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	const page = 4096
-	pages := int(st.Size() / page)
-	last := pages
-	if first == 0 {
-		first = max(2, 2*pages/3)
-	}
-	if pages < first+2 {
-		t.Fatalf("%s has %d pages, too few to garble from page %d", path, pages, first)
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	junk := make([]byte, page)
-	for p := first; p <= last; p++ {
-		for i := range junk {
-			junk[i] = byte(rng.Uint32())
-		}
-		if _, err := f.WriteAt(junk, int64(p-1)*page); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestDamagedReadModelRebuiltAtStart garbles lanes.db and state.db (the
 // server stopped) and checks that the next start moves the file aside,
 // says so, rebuilds it from the log before ready and answers every read as
@@ -105,18 +67,18 @@ func TestDamagedReadModelRebuiltAtStart(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name  string
-		file  func(h homeLayout) string
+		file  func(h node.Home) string
 		first int // first page garbled
 	}{
-		{"lanes.db pages", homeLayout.lanesDB, 2},
-		{"lanes.db header", homeLayout.lanesDB, 1},
-		{"state.db pages", homeLayout.stateDB, 0},
+		{"lanes.db pages", node.Home.LanesDB, 2},
+		{"lanes.db header", node.Home.LanesDB, 1},
+		{"state.db pages", node.Home.StateDB, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			home := t.TempDir()
 			before := seedHome(t, home, 4)
-			path := tc.file(homeLayout{dir: home})
-			garble(t, path, tc.first)
+			path := tc.file(node.Home{Dir: home})
+			ondisk.Garble(t, path, tc.first)
 
 			s := startServer(t, home, nil)
 			if !strings.Contains(s.stderr.String(), "read model damaged: moved aside") {
@@ -155,11 +117,11 @@ func TestPythonStateDBNeverTouched(t *testing.T) {
 	backups := t.TempDir()
 	hermes(t, 0, "backup", backups, "--home", home)
 	dirs, _ := filepath.Glob(filepath.Join(backups, "hermes-*"))
-	h := homeLayout{dir: home}
+	h := node.Home{Dir: home}
 	for _, suffix := range []string{"", "-wal", "-shm"} {
-		os.Remove(h.stateDB() + suffix)
+		os.Remove(h.StateDB() + suffix)
 	}
-	db, err := sql.Open("sqlite", h.stateDB())
+	db, err := sql.Open("sqlite", h.StateDB())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +130,7 @@ func TestPythonStateDBNeverTouched(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	before, err := os.ReadFile(h.stateDB())
+	before, err := os.ReadFile(h.StateDB())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,59 +142,15 @@ func TestPythonStateDBNeverTouched(t *testing.T) {
 	if !strings.Contains(stderr, "Python Hermes") {
 		t.Fatalf("restore over a Python state.db: %s", stderr)
 	}
-	after, err := os.ReadFile(h.stateDB())
+	after, err := os.ReadFile(h.StateDB())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(before, after) {
 		t.Fatal("the Python state.db was changed")
 	}
-	if aside, _ := filepath.Glob(h.stateDB() + ".broken-*"); len(aside) > 0 {
+	if aside, _ := filepath.Glob(h.StateDB() + ".broken-*"); len(aside) > 0 {
 		t.Fatalf("the Python state.db was moved aside: %v", aside)
-	}
-}
-
-// TestBackgroundCheckOfABigReadModel: a read model too big to be checked
-// before ready is checked while serving; damage found there is recorded,
-// and the next start moves the file aside and rebuilds it.
-func TestBackgroundCheckOfABigReadModel(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
-	home := t.TempDir()
-	before := seedHome(t, home, 4)
-	h := homeLayout{dir: home}
-	defer func(n int64) { startCheckMaxBytes = n }(startCheckMaxBytes)
-	startCheckMaxBytes = 0 // every file is "big"
-
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, nil))
-	checkLater(context.Background(), log, h.lanesDB(), "lanes.db")
-	if _, err := os.Stat(damagedMarker(h.lanesDB())); err == nil {
-		t.Fatalf("a sound lanes.db was marked damaged:\n%s", logs.String())
-	}
-	garble(t, h.stateDB(), 0)
-	checkLater(context.Background(), log, h.stateDB(), "state.db")
-	if _, err := os.Stat(damagedMarker(h.stateDB())); err != nil {
-		t.Fatalf("the damaged state.db was not recorded: %v\n%s", err, logs.String())
-	}
-	if !strings.Contains(logs.String(), "the next start moves it aside") {
-		t.Fatalf("no log line says what happens next:\n%s", logs.String())
-	}
-
-	s := startServer(t, home, nil)
-	if !strings.Contains(s.stderr.String(), "read model damaged: moved aside") {
-		t.Fatalf("the next start did not move state.db aside:\n%s", s.stderr.String())
-	}
-	if _, err := os.Stat(damagedMarker(h.stateDB())); err == nil {
-		t.Fatal("the marker outlived the rebuild")
-	}
-	for p, want := range before {
-		var got json.RawMessage
-		s.must("GET", p, nil, &got)
-		if !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(want)) {
-			t.Errorf("GET %s after the rebuild:\n got %s\nwant %s", p, got, want)
-		}
 	}
 }
 
@@ -245,10 +163,10 @@ func TestErasureDropsBrokenCopies(t *testing.T) {
 	}
 	home := t.TempDir()
 	answers := seedHome(t, home, 2)
-	h := homeLayout{dir: home}
-	garble(t, h.lanesDB(), 2)
+	h := node.Home{Dir: home}
+	ondisk.Garble(t, h.LanesDB(), 2)
 	s := startServer(t, home, nil)
-	aside, _ := filepath.Glob(h.lanesDB() + ".broken-*")
+	aside, _ := filepath.Glob(h.LanesDB() + ".broken-*")
 	if len(aside) == 0 {
 		t.Fatalf("lanes.db was not moved aside:\n%s", s.stderr.String())
 	}
@@ -261,7 +179,7 @@ func TestErasureDropsBrokenCopies(t *testing.T) {
 	if status := s.call("DELETE", "/v1/transcripts/"+id, nil, nil); status != http.StatusOK {
 		t.Fatalf("DELETE transcript %s = %d", id, status)
 	}
-	if left, _ := filepath.Glob(h.lanesDB() + ".broken-*"); len(left) > 0 {
+	if left, _ := filepath.Glob(h.LanesDB() + ".broken-*"); len(left) > 0 {
 		t.Fatalf("the moved-aside copy survived an erasure: %v\n%s", left, s.stderr.String())
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"hermes/adapters/hermeshome"
 	"hermes/commands"
 	"hermes/events"
+	"hermes/node"
 )
 
 type importOptions struct {
@@ -77,31 +78,15 @@ func runImport(ctx context.Context, g *globalFlags, src string, o importOptions,
 	}
 	source := hermeshome.Home{Dir: abs}
 	sum := importSummary{lanes: map[commands.ImportOutcome]int{}, sessions: map[commands.ImportOutcome]int{}}
-	sum.sameHome = sameDir(abs, h.dir)
+	sum.sameHome = sameDir(abs, h.Dir)
 	rep := &hermeshome.Report{}
 
+	if err := source.CheckFiles(); err != nil {
+		return fmt.Errorf("import %s: %w", abs, err)
+	}
 	if err := source.CheckNotRunning(rep); err != nil {
 		return fmt.Errorf("import %s: %w", abs, err)
 	}
-	var store *sqlite.Store
-	if !o.dryRun {
-		if err := h.ensure(); err != nil {
-			return err
-		}
-		// The lock keeps hermes serve (and, on the same home, a Hermes
-		// gateway, which takes the same flock) off the home meanwhile.
-		lock, err := acquireGatewayLock(h)
-		if err != nil {
-			return fmt.Errorf("import needs hermes serve stopped: %w", err)
-		}
-		defer lock.release()
-		store, err = sqlite.Open(h.eventsDB())
-		if err != nil {
-			return err
-		}
-		defer store.Close()
-	}
-
 	loc := cfg.Location()
 	routing, err := hermeshome.ReadRouting(source.SessionsJSON(), loc, rep)
 	if err != nil {
@@ -167,7 +152,24 @@ func runImport(ctx context.Context, g *globalFlags, src string, o importOptions,
 		return nil
 	}
 
-	handler := commands.NewHandler(store, writeSideConfig(cfg))
+	// The source is read and checked before the target is touched: a
+	// refused source leaves no trace there.
+	if err := h.Ensure(); err != nil {
+		return err
+	}
+	// The lock keeps hermes serve (and, on the same home, a Hermes
+	// gateway, which takes the same flock) off the home meanwhile.
+	lock, err := h.Lock()
+	if err != nil {
+		return fmt.Errorf("import needs hermes serve stopped: %w", err)
+	}
+	defer lock.Release()
+	store, err := sqlite.Open(h.EventsDB())
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	handler := commands.NewHandler(store, node.WriteSideConfig(cfg))
 	bar := importProgress(stderr, sum.messagesInSource+int64(len(lanes)))
 	for _, s := range sessionsRead {
 		if err := ctx.Err(); err != nil {
@@ -223,7 +225,7 @@ func runImport(ctx context.Context, g *globalFlags, src string, o importOptions,
 		aside = append(aside, source.SessionsJSON(), source.RestartCounts())
 	}
 	if len(aside) > 0 {
-		moved, err := moveAside(h.dir, aside)
+		moved, err := moveAside(h.Dir, aside)
 		if err != nil {
 			return fmt.Errorf("import committed, but moving the Python files aside failed (move state.db away before starting hermes serve): %w", err)
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"hermes/adapters/eventstore/sqlite"
+	"hermes/node"
 	"hermes/testfixtures"
 )
 
@@ -32,11 +33,11 @@ const benchWarmUp = 10 * time.Second
 func BenchmarkLiveRebuild(b *testing.B) {
 	n := benchDurableEvents()
 	ctx := context.Background()
-	h := homeLayout{dir: b.TempDir()}
-	if err := h.ensure(); err != nil {
+	h := node.Home{Dir: b.TempDir()}
+	if err := h.Ensure(); err != nil {
 		b.Fatal(err)
 	}
-	store, err := sqlite.Open(h.eventsDB())
+	store, err := sqlite.Open(h.EventsDB())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func BenchmarkLiveRebuild(b *testing.B) {
 	if err := store.Close(); err != nil {
 		b.Fatal(err)
 	}
-	s := startServer(b, h.dir, nil, "--clock", "manual")
+	s := startServer(b, h.Dir, nil, "--clock", "manual")
 	const clients = 16
 	const fixed = "/v1/search?q=deploy&order=recent&limit=20"
 	var baseline json.RawMessage
@@ -142,7 +143,7 @@ func BenchmarkLiveRebuild(b *testing.B) {
 		warming.Store(false)
 		running.Store(true)
 		began := time.Now()
-		cli := exec.Command(binary, "projections", "rebuild", "--home", h.dir)
+		cli := exec.Command(binary, "projections", "rebuild", "--home", h.Dir)
 		cli.Env = append(os.Environ(), "NO_COLOR=1")
 		out, err := cli.CombinedOutput()
 		took := time.Since(began)

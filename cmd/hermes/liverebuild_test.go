@@ -2,18 +2,14 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -22,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"hermes/events"
+	"hermes/node"
 )
 
 // searchWords are the words of the seeded messages; every search for one of
@@ -253,7 +249,7 @@ func TestRebuildWhileServingUnderLoad(t *testing.T) {
 	if got := inode(t, filepath.Join(home, "state.db")); got == stateIno {
 		t.Error("state.db is the same file after the rebuild: nothing was swapped")
 	}
-	if left, _ := filepath.Glob(filepath.Join(home, "hermes", rebuildScratchPrefix+"*")); len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(home, "hermes", node.RebuildScratchPrefix+"*")); len(left) > 0 {
 		t.Errorf("scratch files left after the rebuild: %v", left)
 	}
 	if code := s.stop(syscall.SIGTERM); code != 0 {
@@ -262,158 +258,6 @@ func TestRebuildWhileServingUnderLoad(t *testing.T) {
 	out, _ := hermes(t, 0, "projections", "verify", "--home", home)
 	if !strings.Contains(out, "ok: the read models match a rebuild") {
 		t.Errorf("projections verify after the live rebuild:\n%s", out)
-	}
-}
-
-// TestErasureDuringLiveRebuild erases a transcript while a live rebuild is
-// copying history that holds it (the copy is held there, in-process): the
-// erasing call answers only once the copy is gone, no file under the home
-// holds the erased marker then, nor after the rebuild, which started over
-// and swapped in. The check can fail: while held, the copy holds the marker.
-func TestErasureDuringLiveRebuild(t *testing.T) {
-	home := t.TempDir()
-	marker := randomMarker(t, "rmark")
-	held := make(chan struct{})
-	var once sync.Once
-	rebuildBuildHook = func(ctx context.Context, attempt int, done, total uint64) {
-		if attempt == 1 && done >= total { // both read models hold the whole copy
-			once.Do(func() { close(held) })
-			<-ctx.Done() // until the erasure's purge cancels the copy
-		}
-	}
-	t.Cleanup(func() { rebuildBuildHook = nil })
-	s := startInProcess(t, home)
-	_, ids := seedLanes(t, s, 4, 10)
-	s.must("POST", "/v1/transcripts/"+ids[0]+"/messages", map[string]any{"role": "user", "content": "remember " + marker}, nil)
-	for _, f := range liveFilesHolding(t, home, marker) {
-		if strings.Contains(f, rebuildScratchPrefix) {
-			t.Fatalf("the marker is in the scratch directory before any rebuild: %s", f)
-		}
-	}
-	var st struct {
-		Run      int    `json:"run"`
-		Phase    string `json:"phase"`
-		Restarts int    `json:"restarts"`
-	}
-	if status := s.call("POST", "/v1/projections/rebuild", map[string]any{}, &st); status != http.StatusAccepted {
-		t.Fatalf("POST /v1/projections/rebuild = %d", status)
-	}
-	select {
-	case <-held:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the rebuild never reported progress")
-	}
-	inScratch := false
-	for _, f := range liveFilesHolding(t, home, marker) {
-		inScratch = inScratch || strings.Contains(f, rebuildScratchPrefix)
-	}
-	if !inScratch {
-		t.Fatal("the held copy does not hold the marker: the test cannot tell a purge from no copy")
-	}
-	if status := s.call("POST", "/v1/projections/rebuild", map[string]any{}, nil); status != http.StatusConflict {
-		t.Errorf("a second POST /v1/projections/rebuild = %d, want 409", status)
-	}
-	var delOut json.RawMessage
-	if status := s.call("DELETE", "/v1/transcripts/"+ids[0], nil, &delOut); status != http.StatusOK {
-		pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
-		t.Fatalf("DELETE = %d %s", status, delOut)
-	}
-	if found := liveFilesHolding(t, home, marker); len(found) > 0 {
-		t.Errorf("after the erasure answered, the marker is still in %v", found)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		s.must("GET", "/v1/projections/rebuild", nil, &st)
-		if st.Phase == "done" || st.Phase == "failed" || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if st.Phase != "done" || st.Restarts != 1 {
-		t.Fatalf("rebuild = %+v, want done after 1 restart", st)
-	}
-	if found := liveFilesHolding(t, home, marker); len(found) > 0 {
-		t.Errorf("after the rebuild, the marker is in %v", found)
-	}
-	var raw json.RawMessage
-	if status := s.call("GET", "/v1/transcripts/"+ids[0], nil, &raw); status != http.StatusNotFound {
-		t.Errorf("GET the erased transcript after the swap = %d %s, want 404", status, raw)
-	}
-}
-
-// startInProcess runs hermes serve on home inside the test process (so a
-// test can set hooks such as rebuildBuildHook) until the test ends.
-func startInProcess(t *testing.T, home string) *server {
-	t.Helper()
-	s := &server{t: t, home: home, addr: freeAddr(t), stderr: &syncBuffer{}, done: make(chan struct{})}
-	cfg, h, err := loadConfig(&globalFlags{home: home}, map[string]string{"api.addr": s.addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var serveErr error
-	go func() {
-		defer close(s.done)
-		serveErr = serve(ctx, daemonSettings{cfg: cfg, home: h, logLevel: "info"}, s.stderr)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-s.done
-		if serveErr != nil {
-			t.Errorf("hermes serve: %v\n%s", serveErr, s.stderr.String())
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-s.done:
-			t.Fatalf("hermes serve returned before ready: %v\n%s", serveErr, s.stderr.String())
-		default:
-		}
-		resp, err := http.Get("http://" + s.addr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("hermes serve not ready after 60s:\n%s", s.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// TestCheckRebuildSpace: a rebuild is refused (insufficient storage) unless
-// the file system can hold new read models beside the ones in use.
-func TestCheckRebuildSpace(t *testing.T) {
-	h := homeLayout{dir: t.TempDir()}
-	if err := h.ensure(); err != nil {
-		t.Fatal(err)
-	}
-	const size = 10 << 20
-	for _, p := range []string{h.lanesDB(), h.stateDB()} {
-		if err := os.WriteFile(p, make([]byte, size/2), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tests := []struct {
-		name    string
-		free    uint64
-		refused bool
-	}{
-		{name: "plenty", free: 1 << 30},
-		{name: "just enough", free: size + size/5 + rebuildHeadroom},
-		{name: "less than the read models in use", free: size / 2, refused: true},
-		{name: "no headroom", free: size + size/5, refused: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := checkRebuildSpace(h, func(string) (uint64, error) { return tt.free, nil })
-			if refused := errors.Is(err, events.ErrStorageFull); refused != tt.refused {
-				t.Errorf("checkRebuildSpace with %d bytes free = %v, want refused %v", tt.free, err, tt.refused)
-			}
-		})
 	}
 }
 
@@ -435,7 +279,7 @@ func TestRebuildOffline(t *testing.T) {
 	if inode(t, filepath.Join(home, "state.db")) == stateIno {
 		t.Error("state.db is the same file after the rebuild")
 	}
-	if left, _ := filepath.Glob(filepath.Join(home, "hermes", rebuildScratchPrefix+"*")); len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(home, "hermes", node.RebuildScratchPrefix+"*")); len(left) > 0 {
 		t.Errorf("scratch files left after the rebuild: %v", left)
 	}
 	out, _ := hermes(t, 0, "projections", "verify", "--home", home)
@@ -462,35 +306,4 @@ func TestLiveRebuildUsesTheAPIToken(t *testing.T) {
 	if out, err := run("HERMES_API_TOKEN=" + token); err != nil || !strings.Contains(out, "rebuilt the read models live") {
 		t.Errorf("rebuild with the token = %v:\n%s", err, out)
 	}
-}
-
-// liveFilesHolding is filesHolding for a home a server writes to: a file
-// replaced by rename while the walk runs (sessions.json) is skipped.
-func liveFilesHolding(t *testing.T, home, marker string) []string {
-	t.Helper()
-	var found []string
-	err := filepath.WalkDir(home, func(path string, d fs.DirEntry, err error) error {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil || d.IsDir() || !d.Type().IsRegular() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if bytes.Contains(b, []byte(marker)) {
-			rel, _ := filepath.Rel(home, path)
-			found = append(found, rel)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return found
 }

@@ -6,16 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"hermes/adapters/gatewaylock"
+	"hermes/node"
 	"hermes/projections"
-	"hermes/projections/sessions"
-	"hermes/projections/transcripts"
 )
 
 func newProjectionsCommand(g *globalFlags) *cobra.Command {
@@ -52,34 +50,6 @@ beside the old ones.`,
 	return cmd
 }
 
-// openReadModels opens the projections with their files in the layout of
-// a home (live) or all in one directory (a rebuild). clamps, when not nil,
-// is told of the event values they clamp.
-func openReadModels(lanesPath, statePath string, exports sessions.Exports, clamps projections.ClampReporter) ([]projections.Projection, error) {
-	lanes, err := sessions.Open(lanesPath, exports)
-	if err != nil {
-		return nil, err
-	}
-	state, err := transcripts.Open(statePath)
-	if err != nil {
-		lanes.Close()
-		return nil, err
-	}
-	if clamps != nil {
-		lanes.ReportClampsTo(clamps)
-		state.ReportClampsTo(clamps)
-	}
-	return []projections.Projection{lanes, state}, nil
-}
-
-// scratchOpener opens read models for a rebuild, telling clamps of the
-// values they clamp.
-func scratchOpener(clamps projections.ClampReporter) projections.OpenFunc {
-	return func(dir string) ([]projections.Projection, error) {
-		return openReadModels(filepath.Join(dir, "lanes.db"), filepath.Join(dir, "state.db"), sessions.Exports{}, clamps)
-	}
-}
-
 func progressReporter(w io.Writer, what string) func(done, total uint64) {
 	f, ok := w.(*os.File)
 	if !ok || !isTerminal(f) {
@@ -105,22 +75,22 @@ func runRebuild(ctx context.Context, g *globalFlags, server string, stderr io.Wr
 	if err != nil {
 		return err
 	}
-	if spec.embedded() {
-		if err := h.requireStore(); err != nil {
+	if spec.Embedded() {
+		if err := h.RequireStore(); err != nil {
 			return err
 		}
-	} else if err := h.ensure(); err != nil {
+	} else if err := h.Ensure(); err != nil {
 		return err
 	}
-	lock, err := acquireGatewayLock(h)
+	lock, err := h.Lock()
 	if errors.Is(err, gatewaylock.ErrLocked) {
 		return rebuildLive(ctx, g, h, server, stderr)
 	}
 	if err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
-	defer lock.release()
-	if err := checkRebuildSpace(h, statfsFree); err != nil {
+	defer lock.Release()
+	if err := node.CheckRebuildSpace(h); err != nil {
 		return err
 	}
 	return rebuildReadModels(ctx, h, spec, stderr)
@@ -128,35 +98,19 @@ func runRebuild(ctx context.Context, g *globalFlags, server string, stderr io.Wr
 
 // rebuildReadModels rebuilds h's read models from its log into a scratch
 // directory and swaps them into place; the caller holds the gateway lock.
-func rebuildReadModels(ctx context.Context, h homeLayout, spec storeSpec, stderr io.Writer) error {
-	store, err := openStoreReadOnly(ctx, spec, h)
+func rebuildReadModels(ctx context.Context, h node.Home, spec node.StoreSpec, stderr io.Writer) error {
+	store, err := node.OpenStoreReadOnly(ctx, spec, h)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	scratch, err := os.MkdirTemp(h.hermesDir(), rebuildScratchPrefix)
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(scratch)
 	tracker := projections.NewRebuildTracker(time.Now)
 	if _, err := tracker.Begin(); err != nil {
 		return err
 	}
 	stopBar := drawRebuild(stderr, tracker.Status)
 	clamps := &clampList{}
-	err = projections.Rebuild(ctx, store, scratchOpener(clamps), filepath.Join(scratch, "models"), tracker.Progress)
-	if err == nil {
-		tracker.Enter(projections.RebuildSwapping)
-		for _, m := range []struct{ from, to string }{
-			{filepath.Join(scratch, "models", "lanes.db"), h.lanesDB()},
-			{filepath.Join(scratch, "models", "state.db"), h.stateDB()},
-		} {
-			if err = replaceDB(m.from, m.to); err != nil {
-				break
-			}
-		}
-	}
+	err = node.RebuildOffline(ctx, h, store, tracker, clamps)
 	tracker.Finish(err)
 	stopBar()
 	if err != nil {
@@ -168,25 +122,11 @@ func rebuildReadModels(ctx context.Context, h homeLayout, spec storeSpec, stderr
 	st := tracker.Status()
 	took := st.FinishedAt.Sub(st.StartedAt)
 	rate := float64(st.Total) / max(took.Seconds(), 1e-3)
-	if !spec.embedded() {
+	if !spec.Embedded() {
 		fmt.Fprintf(stderr, "rebuilt the read models up to position %d of %s in %s (%.0f events/s)\n", st.Total, spec, took.Round(time.Millisecond), rate)
 		return nil
 	}
 	fmt.Fprintf(stderr, "rebuilt the read models from %d events in %s (%.0f events/s)\n", st.Total, took.Round(time.Millisecond), rate)
-	return nil
-}
-
-// replaceDB moves a rebuilt SQLite file over the live one, removing the
-// live one's WAL and shared-memory files first (the server is stopped).
-func replaceDB(from, to string) error {
-	for _, suffix := range []string{"-wal", "-shm"} {
-		if err := os.Remove(to + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("replace %s: %w", to, err)
-		}
-	}
-	if err := os.Rename(from, to); err != nil {
-		return fmt.Errorf("replace %s: %w", to, err)
-	}
 	return nil
 }
 
@@ -199,37 +139,33 @@ func runVerify(ctx context.Context, g *globalFlags, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	if spec.embedded() {
-		if err := h.requireStore(); err != nil {
+	if spec.Embedded() {
+		if err := h.RequireStore(); err != nil {
 			return err
 		}
 	}
-	lock, err := acquireGatewayLock(h)
+	lock, err := h.Lock()
 	if err != nil {
 		return fmt.Errorf("verify needs hermes serve stopped (it compares at one position): %w", err)
 	}
-	defer lock.release()
-	store, err := openStoreReadOnly(ctx, spec, h)
+	defer lock.Release()
+	store, err := node.OpenStoreReadOnly(ctx, spec, h)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	live, err := openReadModels(h.lanesDB(), h.stateDB(), sessions.Exports{}, nil)
+	live, err := node.OpenReadModels(h)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		for _, p := range live {
-			p.Close()
-		}
-	}()
-	scratch, err := os.MkdirTemp(h.hermesDir(), "verify-")
+	defer live.Close()
+	scratch, err := os.MkdirTemp(h.HermesDir(), "verify-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(scratch)
 	clamps := &clampList{}
-	diff, err := projections.Verify(ctx, store, scratchOpener(clamps), live, scratch, progressReporter(stderr, "verify"))
+	diff, err := projections.Verify(ctx, store, node.ScratchOpener(clamps), live.Projections(), scratch, progressReporter(stderr, "verify"))
 	if err != nil {
 		return err
 	}
@@ -241,7 +177,7 @@ func runVerify(ctx context.Context, g *globalFlags, stdout, stderr io.Writer) er
 	}
 	head, _ := store.Head(ctx)
 	what := fmt.Sprintf("from %d events", head)
-	if !spec.embedded() {
+	if !spec.Embedded() {
 		what = fmt.Sprintf("up to position %d of %s", head, spec)
 	}
 	if n > 0 {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -16,12 +15,9 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"hermes/api"
+	"hermes/node"
 	"hermes/projections"
 )
-
-// serveAddrPath is where a running hermes serve records its listen address
-// for the CLI (removed when it stops).
-func serveAddrPath(h homeLayout) string { return filepath.Join(h.hermesDir(), "serve.addr") }
 
 // rebuildPoll is how often the CLI asks a live rebuild how far it is.
 const rebuildPoll = 200 * time.Millisecond
@@ -32,23 +28,23 @@ const rebuildPollFailures = 25
 
 // rebuildLive asks the hermes serve that holds h to rebuild its read models
 // while it serves, and shows the progress until the swap.
-func rebuildLive(ctx context.Context, g *globalFlags, h homeLayout, server string, stderr io.Writer) error {
+func rebuildLive(ctx context.Context, g *globalFlags, h node.Home, server string, stderr io.Writer) error {
 	cfg, _, err := loadConfig(g, nil)
 	if err != nil {
 		return err
 	}
 	if server == "" {
 		server = "http://" + cfg.API.Addr
-		if b, err := os.ReadFile(serveAddrPath(h)); err == nil && len(bytes.TrimSpace(b)) > 0 {
+		if b, err := os.ReadFile(h.ServeAddr()); err == nil && len(bytes.TrimSpace(b)) > 0 {
 			server = "http://" + string(bytes.TrimSpace(b))
 		}
 	}
 	c := rebuildClient{base: strings.TrimSuffix(server, "/"), token: cfg.API.Token, http: &http.Client{Timeout: 30 * time.Second}}
 	st, err := c.do(ctx, http.MethodPost, http.StatusAccepted)
 	if err != nil {
-		return fmt.Errorf("hermes serve holds %s; asking it to rebuild live: %w", h.dir, err)
+		return fmt.Errorf("hermes serve holds %s; asking it to rebuild live: %w", h.Dir, err)
 	}
-	fmt.Fprintf(stderr, "hermes serve holds %s: rebuilding live at %s (run %d); the API keeps serving\n", h.dir, c.base, st.Run)
+	fmt.Fprintf(stderr, "hermes serve holds %s: rebuilding live at %s (run %d); the API keeps serving\n", h.Dir, c.base, st.Run)
 	var mu sync.Mutex
 	last := st
 	stopBar := drawRebuild(stderr, func() projections.RebuildStatus {

@@ -10,8 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"hermes/projections"
-	"hermes/projections/sessions"
+	"hermes/node"
 	"hermes/projections/transcripts"
 )
 
@@ -44,27 +43,18 @@ func newSearchCommand(g *globalFlags) *cobra.Command {
 
 // freshStateDB brings the read models up to the log when no server is
 // running (a running server keeps them current itself).
-func freshStateDB(ctx context.Context, spec storeSpec, h homeLayout) error {
-	lock, err := acquireGatewayLock(h)
+func freshStateDB(ctx context.Context, spec node.StoreSpec, h node.Home) error {
+	lock, err := h.Lock()
 	if err != nil {
 		return nil
 	}
-	defer lock.release()
-	store, err := openStoreReadOnly(ctx, spec, h)
+	defer lock.Release()
+	store, err := node.OpenStoreReadOnly(ctx, spec, h)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	ps, err := openReadModels(h.lanesDB(), h.stateDB(), sessions.Exports{}, nil)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		for _, p := range ps {
-			p.Close()
-		}
-	}()
-	return projections.NewRunner(store, ps...).CatchUp(ctx, nil)
+	return node.CatchUpOffline(ctx, h, store)
 }
 
 func runSearch(ctx context.Context, g *globalFlags, query string, o searchOptions, out io.Writer) error {
@@ -76,17 +66,17 @@ func runSearch(ctx context.Context, g *globalFlags, query string, o searchOption
 	if err != nil {
 		return err
 	}
-	if spec.embedded() {
-		if err := h.requireStore(); err != nil {
+	if spec.Embedded() {
+		if err := h.RequireStore(); err != nil {
 			return err
 		}
-	} else if err := h.ensure(); err != nil {
+	} else if err := h.Ensure(); err != nil {
 		return err
 	}
 	if err := freshStateDB(ctx, spec, h); err != nil {
 		return err
 	}
-	reader, err := transcripts.OpenReader(h.stateDB())
+	reader, err := transcripts.OpenReader(h.StateDB())
 	if err != nil {
 		return err
 	}

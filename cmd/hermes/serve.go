@@ -7,22 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"hermes/adapters/eventstore/sqlite"
-	"hermes/adapters/whatsapp"
-	"hermes/api"
-	"hermes/commands"
-	"hermes/events"
-	"hermes/projections"
-	"hermes/projections/sessions"
-	"hermes/projections/transcripts"
+	"hermes/adapters/config"
+	"hermes/node"
 )
 
 type serveOptions struct {
@@ -30,6 +20,15 @@ type serveOptions struct {
 	clock     string
 	logLevel  string
 	debugAddr string
+}
+
+// daemonSettings are what `hermes serve` was started with.
+type daemonSettings struct {
+	cfg         config.Config
+	home        node.Home
+	manualClock bool
+	logLevel    string
+	debugAddr   string
 }
 
 func newServeCommand(g *globalFlags) *cobra.Command {
@@ -66,42 +65,6 @@ stop gracefully; SIGUSR1 or POST /v1/admin/restart restart (exit code 75).`,
 	return cmd
 }
 
-// aliasDir reads the WhatsApp bridge's alias files on each lookup, so a
-// mapping written by the bridge is used at once.
-type aliasDir string
-
-func (d aliasDir) WhatsAppAliases() (map[string][]string, error) {
-	return whatsapp.LoadAliases(string(d))
-}
-
-// runtime is a running hermes serve.
-type runtime struct {
-	daemonSettings
-	log    *slog.Logger
-	clamps *clampLogger
-	now    func() time.Time
-	store  events.Store
-	raw    events.Store
-	// The read models in use, swapped as a whole by a rebuild on a live
-	// home (liverebuild.go): models is what the requests read, the feeds
-	// are what the runner writes; lanes, state and reader reach them.
-	models    *projections.Holder[api.ReadModels]
-	lanesFeed *projections.Swappable[*sessions.Projection]
-	stateFeed *projections.Swappable[*transcripts.Projection]
-	lanes     liveLanes
-	state     liveState
-	reader    liveReader
-	rebuilds  *liveRebuild
-	// exports are lanes.db's compatibility files (sessions.json, …).
-	exports  sessions.Exports
-	runner   *projections.Runner
-	handler  *commands.Handler
-	server   *api.Server
-	listener net.Listener
-	// requestRestart asks run to stop and exit with the restart code.
-	requestRestart func()
-}
-
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
@@ -110,6 +73,8 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
+// serve runs a node on the home until it stops; a restart it was asked for
+// is exit code 75.
 func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 	log, err := newLogger(stderr, s.logLevel)
 	if err != nil {
@@ -118,319 +83,26 @@ func serve(ctx context.Context, s daemonSettings, stderr io.Writer) error {
 	if s.manualClock && !loopbackAddr(s.cfg.API.Addr) {
 		return usageError(fmt.Errorf("--clock=manual is refused on the non-loopback address %s", s.cfg.API.Addr))
 	}
-	if err := s.home.ensure(); err != nil {
-		return err
-	}
-	lock, err := acquireGatewayLock(s.home)
-	if err != nil {
-		return &exitError{code: exitFailure, err: fmt.Errorf("cannot serve %s: %w", s.home.dir, err)}
-	}
-	defer lock.release()
-
-	memCtx, stopMemory := context.WithCancel(ctx)
-	defer stopMemory()
-	applyMemorySettings(memCtx, s.cfg.Memory, log)
-
-	rt := &runtime{daemonSettings: s, log: log, now: time.Now}
-	var clock *api.ManualClock
-	if s.manualClock {
-		clock = api.NewManualClock(time.Now())
-		rt.now = clock.Now
-		log.Warn("manual test clock: time moves only with POST /v1/clock")
-	}
-	if err := rt.open(ctx, stderr); err != nil {
-		return err
-	}
-	defer rt.close()
-
-	metrics := api.NewMetrics()
-	rt.store = metrics.InstrumentStore(rt.raw)
-	var node string
-	if s.cfg.Store.URL != "" {
-		// Several nodes may share this store: name this one.
-		node = nodeID(s.cfg)
-	}
-	opts := []commands.Option{
-		commands.WithNode(node),
-		commands.WithClock(rt.now),
-		commands.WithAliases(aliasDir(s.home.whatsappDir())),
-		commands.WithDirectory(rt.lanes),
-		commands.WithCachedLanes(s.cfg.Memory.CachedLanes),
-	}
-	if s.cfg.Store.URL == "" {
-		// The embedded store, under the gateway lock taken above: no
-		// other process appends to it.
-		opts = append(opts, commands.WithSoleWriter())
-	}
-	if snaps, ok := rt.raw.(events.SnapshotStore); ok {
-		// The embedded store keeps lane snapshots in the log's file;
-		// on KurrentDB every load folds the lane's whole stream.
-		opts = append(opts, commands.WithSnapshots(snaps, 0))
-	}
-	rt.handler = commands.NewHandler(rt.store, writeSideConfig(s.cfg), opts...)
-	metrics.Observe(rt.runner, rt.lanes)
-	rt.rebuilds = newLiveRebuild(rt)
-	metrics.ObserveRebuild(rt.rebuilds.tracker.Status)
-	metrics.Register(rt.clamps.count)
-	restart := make(chan struct{}, 1)
-	rt.requestRestart = func() {
-		select {
-		case restart <- struct{}{}:
-		default:
-		}
-	}
-	rt.server = api.New(api.Deps{
-		Commands:        rt.handler,
-		Store:           rt.store,
-		Runner:          rt.runner,
-		Models:          rt.models,
-		Assigned:        rt.state,
-		RoomToAck:       newRoomToAck(rt.home.hermesDir(), rt.home.dir).Room,
-		Rebuild:         rt.rebuilds,
-		Clock:           clock,
-		Token:           s.cfg.API.Token,
-		MaxBodyBytes:    s.cfg.API.MaxBodyBytes,
-		BodyReadTimeout: s.cfg.API.BodyReadTimeout,
+	n, err := node.Open(ctx, node.Config{
+		Settings:        s.cfg,
+		Home:            s.home,
 		Log:             log,
-		Metrics:         metrics,
-		ResumeFreshness: s.cfg.Agent.GatewayAutoContinueFreshness,
-		Context:         contextSettings(s.cfg, s.home),
-		Browser: api.BrowserPolicy{Addr: s.cfg.API.Addr,
-			AllowedHosts: s.cfg.API.AllowedHosts, AllowedOrigins: s.cfg.API.AllowedOrigins},
-		MaxFollowers:        s.cfg.API.MaxFollowers,
-		FollowerBufferBytes: s.cfg.API.FollowerBufferBytes,
-		Purge:               rt.purge,
-		Restart:             rt.requestRestart,
+		ManualClock:     s.manualClock,
+		DebugAddr:       s.debugAddr,
+		Version:         version,
+		CatchUpProgress: progressReporter(stderr, "catching up"),
+		HandleSignals:   true,
+		StopOverdue:     func() { os.Exit(exitFailure) },
 	})
-	return rt.run(ctx, restart)
-}
-
-// open opens the store and the read models and catches them up.
-func (rt *runtime) open(ctx context.Context, stderr io.Writer) error {
-	var err error
-	reserve := newSpaceReserve(rt.home, rt.log)
-	err = reserve.retry(func() (err error) {
-		rt.raw, err = openStoreForServe(ctx, storeSpec{url: rt.cfg.Store.URL}, rt.home, rt.now, rt.log)
-		return err
-	})
-	if sqlite.IsDamaged(err) {
-		return damagedLogError(rt.home, err)
-	}
 	if err != nil {
 		return err
 	}
-	exports := sessions.Exports{
-		RestartFailureCounts: rt.home.restartCounts(),
-		Location:             rt.cfg.Location(),
-		MinInterval:          time.Second,
+	defer n.Close()
+	err = n.Run(ctx)
+	if errors.Is(err, node.ErrRestart) {
+		return &exitError{code: exitRestart, err: err}
 	}
-	if rt.cfg.Sessions.WriteSessionsJSON {
-		exports.SessionsJSON = rt.home.sessionsJSON()
-	}
-	rt.exports = exports
-	dropRebuildLeftovers(rt.log, rt.home)
-	// The read models are disposable: a damaged one is moved aside and
-	// rebuilt by the catch-up below (heal.go).
-	now := time.Now()
-	sweepBroken(rt.log, now, rt.cfg.Storage.BrokenRetention, rt.home.lanesDB(), rt.home.stateDB())
-	lanesPath, statePath := rt.home.lanesDB(), rt.home.stateDB()
-	var (
-		lanes  *sessions.Projection
-		state  *transcripts.Projection
-		reader *transcripts.Reader
-	)
-	if err := reserve.retry(func() (err error) {
-		lanes, err = healable(rt.log, now, lanesPath, "lanes.db",
-			func() (*sessions.Projection, error) { return sessions.Open(lanesPath, exports) },
-			func(error) bool { return true })
-		return err
-	}); err != nil {
-		return err
-	}
-	if err := reserve.retry(func() (err error) {
-		state, err = healable(rt.log, now, statePath, "state.db",
-			func() (*transcripts.Projection, error) { return transcripts.Open(statePath) },
-			stateDBIsOurs(statePath))
-		return err
-	}); err != nil {
-		return err
-	}
-	rt.clamps = newClampLogger(rt.log)
-	lanes.ReportClampsTo(rt.clamps)
-	state.ReportClampsTo(rt.clamps)
-	if err := reserve.retry(func() (err error) {
-		reader, err = transcripts.OpenReader(rt.home.stateDB())
-		return err
-	}); err != nil {
-		lanes.Close()
-		state.Close()
-		return err
-	}
-	rt.models = projections.NewHolder(api.ReadModels{Lanes: lanes, Transcripts: reader})
-	rt.lanesFeed, rt.stateFeed = projections.NewSwappable(lanes), projections.NewSwappable(state)
-	rt.lanes = liveLanes{feed: rt.lanesFeed, models: rt.models}
-	rt.state = liveState{feed: rt.stateFeed}
-	rt.reader = liveReader{models: rt.models}
-	rt.runner = projections.NewRunner(rt.raw, rt.lanesFeed, rt.stateFeed)
-	rt.runner.SetLogger(rt.log)
-	rt.runner.SetBarrier(api.StaleAfter)
-	start := time.Now()
-	if err := rt.runner.CatchUp(ctx, progressReporter(stderr, "catching up")); err != nil {
-		if !errors.Is(err, events.ErrStorageFull) {
-			return err
-		}
-		// A full disk does not stop the start: reads are served from the
-		// read models as they are, writes are refused, and the runner
-		// catches up by itself once space returns.
-		rt.log.Error("read models cannot catch up: storage full; serving reads, refusing writes until space is freed", "err", err)
-		return nil
-	}
-	head, _ := rt.raw.Head(ctx)
-	rt.log.Info("read models caught up", "events", head, "took", time.Since(start).Round(time.Millisecond))
-	reader.WarmSearch()
-	return nil
-}
-
-func (rt *runtime) close() {
-	if rt.models != nil {
-		m, release := rt.models.Acquire()
-		m.Transcripts.Close()
-		release()
-		rt.stateFeed.Close()
-		rt.lanesFeed.Close()
-	}
-	if rt.handler != nil {
-		rt.handler.WaitSnapshots()
-	}
-	if rt.raw != nil {
-		rt.raw.Close()
-	}
-}
-
-// run serves until a signal or a restart request, then stops gracefully.
-func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
-	// Signals are caught before the listener opens, so anyone who saw an
-	// answer (even /readyz not ready) may signal: the signal waits for the
-	// loop below instead of killing the process with the default action.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
-	defer signal.Stop(sigs)
-	ln, err := net.Listen("tcp", rt.cfg.API.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", rt.cfg.API.Addr, err)
-	}
-	ln = api.LimitListener(ln, rt.cfg.API.MaxConnections)
-	rt.listener = ln
-	// Where the CLI finds this server (hermes projections rebuild).
-	if err := os.WriteFile(serveAddrPath(rt.home), []byte(ln.Addr().String()+"\n"), 0o600); err != nil {
-		rt.log.Warn("record the listen address", "err", err)
-	}
-	defer os.Remove(serveAddrPath(rt.home))
-	if rt.debugAddr != "" {
-		go serveDebug(rt.debugAddr, rt.log)
-	}
-	// The runner outlives a cancelled ctx: the drain still needs the read
-	// models; it is stopped explicitly after the stop is recorded.
-	runCtx, stopRunner := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopRunner()
-	runnerDone := make(chan error, 1)
-	go func() { runnerDone <- rt.runner.Run(runCtx) }()
-	defer rt.rebuilds.close()
-
-	srv := &http.Server{
-		Handler:           rt.server.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(rt.log.Handler(), slog.LevelWarn),
-	}
-	srv.RegisterOnShutdown(rt.server.CloseStreams) // clients resume with Last-Event-ID
-	serveDone := make(chan error, 1)
-	go func() { serveDone <- srv.Serve(ln) }()
-
-	var bg background
-	defer bg.stop()
-	late := make(chan error, 1) // a recovery deferred by a full disk that failed otherwise
-	err = errStorageNotReady
-	if rt.runner.StorageError() == nil {
-		err = rt.recover(ctx)
-	}
-	switch {
-	case err == nil:
-		if err := rt.becomeReady(runCtx, &bg); err != nil {
-			srv.Close()
-			stopRunner()
-			<-runnerDone
-			return err
-		}
-	case retryableStorage(err, rt.runner):
-		rt.log.Error("storage full at start: serving reads, refusing writes; recovery and readiness follow once space is freed", "err", err)
-		go func() { late <- rt.recoverLater(runCtx, &bg) }()
-	default:
-		srv.Close()
-		stopRunner()
-		<-runnerDone
-		return err
-	}
-	rt.log.Info("hermes serving", "addr", ln.Addr().String(), "home", rt.home.dir, "pid", os.Getpid(), "ready", err == nil,
-		"store", storeSpec{url: rt.cfg.Store.URL}.String(), "node", rt.handler.Node())
-
-	restarting := false
-wait:
-	for {
-		select {
-		case sig := <-sigs:
-			restarting = sig == syscall.SIGUSR1
-			rt.log.Info("stopping", "signal", sig.String(), "restart", restarting)
-		case <-restart:
-			restarting = true
-			rt.log.Info("restart requested over HTTP")
-		case err := <-serveDone:
-			stopRunner()
-			<-runnerDone
-			return fmt.Errorf("http server: %w", err)
-		case err := <-runnerDone:
-			srv.Close()
-			return fmt.Errorf("projections stopped: %w", err)
-		case err := <-late:
-			if err != nil {
-				srv.Close()
-				stopRunner()
-				<-runnerDone
-				return err
-			}
-			late = nil // recovered after a full disk: ready, serve on
-			continue
-		case <-ctx.Done():
-		}
-		break wait
-	}
-
-	// The whole stop fits in agent.shutdown_timeout; the watchdog is the
-	// last resort should a step hang.
-	stopBy := time.Now().Add(rt.cfg.Agent.ShutdownTimeout)
-	watchdog := time.AfterFunc(rt.cfg.Agent.ShutdownTimeout, func() {
-		rt.log.Error("stop took longer than agent.shutdown_timeout: exiting unclean", "shutdown_timeout", rt.cfg.Agent.ShutdownTimeout)
-		os.Exit(exitFailure)
-	})
-	defer watchdog.Stop()
-	bg.stop()           // no expiry pass or webhook delivery during the drain
-	rt.rebuilds.close() // nor a swap of the read models
-	clean := rt.drain(ctx, restarting, drainTimeout(rt.cfg.Agent))
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), min(5*time.Second, time.Until(stopBy)/2))
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		srv.Close()
-	}
-	rt.finish(ctx, clean, restarting, stopBy)
-	stopRunner()
-	<-runnerDone
-	if err := rt.lanes.Flush(context.Background()); err != nil {
-		rt.log.Warn("final sessions.json export", "err", err)
-	}
-	if restarting {
-		return &exitError{code: exitRestart, err: errors.New("restart requested")}
-	}
-	return nil
+	return err
 }
 
 func loopbackAddr(addr string) bool {

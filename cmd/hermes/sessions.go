@@ -15,6 +15,7 @@ import (
 	"hermes/api"
 	"hermes/domain"
 	"hermes/events"
+	"hermes/node"
 )
 
 func newSessionsCommand(g *globalFlags) *cobra.Command {
@@ -79,7 +80,7 @@ func openReadOnly(ctx context.Context, g *globalFlags) (events.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return openStoreReadOnly(ctx, spec, h)
+	return node.OpenStoreReadOnly(ctx, spec, h)
 }
 
 func runSessionsList(ctx context.Context, g *globalFlags, activeMinutes int, asJSON bool, out io.Writer) error {

@@ -20,6 +20,7 @@ import (
 	"hermes/api"
 	"hermes/domain"
 	"hermes/events"
+	"hermes/node"
 )
 
 type tailOptions struct {
@@ -69,7 +70,7 @@ func runTail(ctx context.Context, g *globalFlags, key string, o tailOptions, out
 	if o.follow && o.until != "" {
 		return usageError(errors.New("--follow and --until cannot be combined"))
 	}
-	store, err := openStoreReadOnly(ctx, spec, h)
+	store, err := node.OpenStoreReadOnly(ctx, spec, h)
 	if err != nil {
 		return err
 	}
@@ -201,6 +202,11 @@ func (p *tailPrinter) lane(env events.Envelope, show bool) error {
 	p.shown = show
 	if domain.ClearsRestartCount(env.Event) {
 		p.restarts, p.countedBy = 0, ""
+	}
+	if e, ok := env.Event.(events.LaneImported); ok && e.RestartFailureCount > 0 {
+		// Hermes' count carries over, recorded by the importing node (as
+		// the sessions projection keeps it).
+		p.restarts, p.countedBy = e.RestartFailureCount, events.GatewayStreamOf(env.Metadata.Node)
 	}
 	if p.state.SessionID != "" {
 		p.sessions[p.state.SessionID] = true

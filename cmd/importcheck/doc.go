@@ -8,7 +8,8 @@
 //	projections  events, domain
 //	adapters/<x> events, commands, projections; never another adapter, domain, api or cmd
 //	api          commands, projections, events, domain
-//	testfixtures anything, but imported only from _test.go files
+//	node         api, commands, projections, adapters, events, domain; imported only by cmd
+//	testfixtures anything but node, and imported only from _test.go files
 //	cmd          anything
 //
 // events and domain also may not import third-party packages, packages that

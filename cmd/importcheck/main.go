@@ -71,12 +71,15 @@ type rule struct {
 }
 
 var rules = map[string]rule{
-	"events":       {pure: true, allowStd: []string{"context"}, allowThirdParty: []string{jsonV2}},
-	"domain":       {pure: true, layers: []string{"events"}},
-	"commands":     {layers: []string{"domain", "events"}},
-	"projections":  {layers: []string{"events", "domain"}},
-	"adapters":     {layers: []string{"events", "commands", "projections"}},
-	"api":          {layers: []string{"commands", "projections", "events", "domain"}},
+	"events":      {pure: true, allowStd: []string{"context"}, allowThirdParty: []string{jsonV2}},
+	"domain":      {pure: true, layers: []string{"events"}},
+	"commands":    {layers: []string{"domain", "events"}},
+	"projections": {layers: []string{"events", "domain"}},
+	"adapters":    {layers: []string{"events", "commands", "projections"}},
+	"api":         {layers: []string{"commands", "projections", "events", "domain"}},
+	// node is one running server, composed of every layer below it; only
+	// cmd composes a node.
+	"node":         {layers: []string{"api", "commands", "projections", "adapters", "events", "domain"}},
 	"testfixtures": {anything: true},
 	"cmd":          {anything: true},
 }
@@ -177,7 +180,7 @@ func checkFile(fset *token.FileSet, file, rel, module string) ([]Violation, erro
 	}
 	r, ok := rules[top]
 	if !ok {
-		return []Violation{{Pos: rel, Msg: "file outside the layer folders (events, domain, commands, projections, adapters, api, testfixtures, cmd)"}}, nil
+		return []Violation{{Pos: rel, Msg: "file outside the layer folders (events, domain, commands, projections, adapters, api, node, testfixtures, cmd)"}}, nil
 	}
 	who := top
 	if a := adapterOf(path.Dir(rest)); top == "adapters" && a != "" {
@@ -260,6 +263,9 @@ func importViolation(r rule, top, who, rest, imp, module string) string {
 	impTop, impRest, _ := strings.Cut(sub, "/")
 	if impTop == "testfixtures" && top != "testfixtures" {
 		return fmt.Sprintf("only _test.go files may import %q", imp)
+	}
+	if impTop == "node" && top != "node" && top != "cmd" {
+		return fmt.Sprintf("only cmd may import %q", imp)
 	}
 	if r.anything {
 		return ""

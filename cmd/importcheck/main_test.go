@@ -143,6 +143,24 @@ import (
 	"hermes/projections"
 )
 `,
+		"node/node.go": `package node
+
+import (
+	"log/slog"
+	"net/http"
+	"os"
+
+	"hermes/adapters/sqlite"
+	"hermes/api"
+	"hermes/commands"
+	"hermes/domain"
+	"hermes/events"
+	"hermes/node/internal/x"
+	"hermes/projections"
+)
+`,
+		"node/internal/x/x.go": "package x\n",
+		"node/node_test.go":    "package node\n\nimport \"hermes/testfixtures\"\n",
 		"testfixtures/clock.go": `package testfixtures
 
 import (
@@ -168,6 +186,7 @@ import (
 	"hermes/adapters/sqlite"
 	"hermes/api"
 	"hermes/domain"
+	"hermes/node"
 )
 
 func main() { _ = time.Now() }
@@ -404,6 +423,36 @@ func f() clock.Time { return clock.Now().Add(clock.Since(clock.Time{})) }
 			want:  []string{`api/bad.go:3:8: api may not import "hermes/cmd/hermes"`},
 		},
 		{
+			name:  "api imports node",
+			files: map[string]string{"api/bad.go": importing("api", "hermes/node")},
+			want:  []string{`api/bad.go:3:8: only cmd may import "hermes/node"`},
+		},
+		{
+			name:  "adapter imports node",
+			files: map[string]string{"adapters/sqlite/bad.go": importing("sqlite", "hermes/node")},
+			want:  []string{`adapters/sqlite/bad.go:3:8: only cmd may import "hermes/node"`},
+		},
+		{
+			name:  "commands imports node",
+			files: map[string]string{"commands/bad.go": importing("commands", "hermes/node")},
+			want:  []string{`commands/bad.go:3:8: only cmd may import "hermes/node"`},
+		},
+		{
+			name:  "testfixtures imports node",
+			files: map[string]string{"testfixtures/bad.go": importing("testfixtures", "hermes/node")},
+			want:  []string{`testfixtures/bad.go:3:8: only cmd may import "hermes/node"`},
+		},
+		{
+			name:  "node imports cmd",
+			files: map[string]string{"node/bad.go": importing("node", "hermes/cmd/hermes")},
+			want:  []string{`node/bad.go:3:8: node may not import "hermes/cmd/hermes"`},
+		},
+		{
+			name:  "node imports testfixtures",
+			files: map[string]string{"node/bad.go": importing("node", "hermes/testfixtures")},
+			want:  []string{`node/bad.go:3:8: only _test.go files may import "hermes/testfixtures"`},
+		},
+		{
 			name:  "cmd imports testfixtures",
 			files: map[string]string{"cmd/hermes/bad.go": importing("main", "hermes/testfixtures")},
 			want:  []string{`cmd/hermes/bad.go:3:8: only _test.go files may import "hermes/testfixtures"`},
@@ -421,12 +470,12 @@ func f() clock.Time { return clock.Now().Add(clock.Since(clock.Time{})) }
 		{
 			name:  "file in the module root",
 			files: map[string]string{"main.go": "package main\n"},
-			want:  []string{"main.go: file outside the layer folders (events, domain, commands, projections, adapters, api, testfixtures, cmd)"},
+			want:  []string{"main.go: file outside the layer folders (events, domain, commands, projections, adapters, api, node, testfixtures, cmd)"},
 		},
 		{
 			name:  "file in an unknown folder",
 			files: map[string]string{"internal/x/x.go": "package x\n"},
-			want:  []string{"internal/x/x.go: file outside the layer folders (events, domain, commands, projections, adapters, api, testfixtures, cmd)"},
+			want:  []string{"internal/x/x.go: file outside the layer folders (events, domain, commands, projections, adapters, api, node, testfixtures, cmd)"},
 		},
 		{
 			name: "several violations in file order",

@@ -37,7 +37,8 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 	if len(batch) == 0 {
 		return nil
 	}
-	if holdsErasure(batch) {
+	erasing := holdsErasure(batch)
+	if erasing {
 		p.erasedSinceScrub.Store(true)
 	}
 	// In a bulk load, one transaction spans many batches (see bulkTx).
@@ -61,6 +62,13 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) (err er
 	}()
 	if err := p.limit.Apply(ctx, p.conn); err != nil {
 		return fmt.Errorf("apply: %w", err)
+	}
+	if erasing {
+		// Durable with the deletes: the purge that rewrites the FTS
+		// indexes is owed even if the process dies before it (vacuum.go).
+		if _, err := p.conn.ExecContext(ctx, markFTSRewrite, metaFTSRewrite); err != nil {
+			return fmt.Errorf("apply: %w", err)
+		}
 	}
 	cp, err := scanCheckpoint(p.stmts.getCheckpoint.QueryRowContext(ctx))
 	if err != nil {

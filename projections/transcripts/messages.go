@@ -119,7 +119,7 @@ func queryMessages(ctx context.Context, q queryer, query string, args ...any) ([
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Message
+	out := []Message{} // a session without messages exports "messages": [], as Hermes' export_session
 	for rows.Next() {
 		m, err := scanMessage(rows)
 		if err != nil {

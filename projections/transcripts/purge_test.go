@@ -127,3 +127,98 @@ func TestPurge_LeavesNoCopyInFreeSpace(t *testing.T) {
 		})
 	}
 }
+
+// TestPurge_LeavesNoErasedTermInTheFTSIndex: given two people with 800
+// messages each, every message with a word of its own, when one person's
+// sessions are erased and state.db purged, then neither FTS5 index holds a
+// term of theirs: not in messages_fts_idx or messages_fts_trigram_idx (the
+// first term of each leaf page, a live row that secure-delete and the
+// free-space scrub never touch), not in any byte of the file or its WAL;
+// the other person's words are all still found. The control: after the
+// deletes alone (a bare checkpoint), an _idx keeps one of the erased words.
+func TestPurge_LeavesNoErasedTermInTheFTSIndex(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	p, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	h := newHistory()
+	word := func(person string, i int) string { return fmt.Sprintf("%s%04d", person, i) }
+	const perPerson, perSession = 800, 100
+	for _, person := range []string{"erzq", "kpvb"} {
+		for s := range perPerson / perSession {
+			sid := fmt.Sprintf("%s-s%d", person, s)
+			key := "k-" + sid
+			h.lane(key, created(key, sid, at(s)))
+			for i := s * perSession; i < (s+1)*perSession; i++ {
+				h.tr(sid, appended(sid, text("user", "hello "+word(person, i)+" there"), at(i)))
+			}
+		}
+	}
+	mustApply(t, p, h.all)
+	applied := len(h.all)
+	for s := range perPerson / perSession {
+		sid := fmt.Sprintf("erzq-s%d", s)
+		h.tr(sid, events.TranscriptDeleted{SessionID: sid, Reason: events.DeleteRequested, At: at(9999)},
+			events.TranscriptErased{SessionID: sid, Scope: events.EraseTranscript, Reason: events.ErasureOnRequest, At: at(9999)})
+	}
+	mustApply(t, p, h.all[applied:])
+
+	idxTerms := func() []string {
+		t.Helper()
+		var terms []string
+		for _, table := range []string{"messages_fts_idx", "messages_fts_trigram_idx"} {
+			rows, err := p.Reader.db.QueryContext(t.Context(), "SELECT term FROM "+table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var term []byte
+				if err := rows.Scan(&term); err != nil {
+					t.Fatal(err)
+				}
+				terms = append(terms, string(term))
+			}
+			rows.Close()
+		}
+		return terms
+	}
+	erasedIn := func(terms []string) []string {
+		var found []string
+		for _, term := range terms {
+			// The key's first byte says which index (0: the terms); the
+			// rest is the shortest prefix that sorts after the previous
+			// page: "erzq0" already names the person's words.
+			if len(term) > 5 && strings.HasPrefix(term[1:], "erzq") {
+				found = append(found, term[1:])
+			}
+		}
+		return found
+	}
+	needles := make([][]byte, 0, perPerson)
+	for i := range perPerson {
+		needles = append(needles, []byte(word("erzq", i)))
+	}
+	ondisk.BareCheckpoint(t, path)
+	if len(erasedIn(idxTerms())) == 0 || !ondisk.Holds(t, path, needles...) {
+		t.Fatal("control: the deletes left no erased word in an FTS _idx; the check cannot fail")
+	}
+	if err := p.Purge(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if found := erasedIn(idxTerms()); len(found) > 0 {
+		t.Errorf("after Purge the FTS _idx tables hold erased words: %q", found)
+	}
+	for _, f := range []string{path, path + "-wal"} {
+		if ondisk.Holds(t, f, needles...) {
+			t.Errorf("after Purge %s holds an erased word", filepath.Base(f))
+		}
+	}
+	for i := range perPerson {
+		var n int
+		if err := p.Reader.db.QueryRowContext(t.Context(), "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?", word("kpvb", i)).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("search for %s after the purge = %d, %v, want 1", word("kpvb", i), n, err)
+		}
+	}
+}

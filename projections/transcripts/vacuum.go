@@ -45,8 +45,17 @@ func (p *Projection) Purge(ctx context.Context) error {
 	}
 	var dirty []int64
 	erased, unknown := p.erasedSinceScrub.Swap(false), p.notScrubbedSinceOpen.Load()
+	rewrote, err := p.rewriteFTSIndexes(ctx)
+	if err != nil {
+		if erased {
+			p.erasedSinceScrub.Store(true)
+		}
+		return fmt.Errorf("purge transcripts %s: %w", p.path, err)
+	}
+	if rewrote {
+		erased = true // the old segments' pages are free now: scrub them
+	}
 	if erased || unknown {
-		var err error
 		if _, dirty, err = storage.FindDirtyPages(ctx, p.Reader.db); err != nil {
 			if erased {
 				p.erasedSinceScrub.Store(true)
@@ -64,6 +73,64 @@ func (p *Projection) Purge(ctx context.Context) error {
 		p.notScrubbedSinceOpen.Store(false)
 	}
 	return nil
+}
+
+// markFTSRewrite records that the FTS indexes owe a rewrite.
+const markFTSRewrite = "INSERT INTO state_meta (key, value) VALUES (?, '1') ON CONFLICT(key) DO UPDATE SET value = '1'"
+
+// ftsScrubRowid is the rowid of the row rewriteFTSIndexes adds and deletes
+// again (message ids are positive).
+const ftsScrubRowid = -1
+
+// rewriteFTSIndexes rewrites both FTS5 indexes whole when an erasure was
+// applied since the last rewrite (metaFTSRewrite), and reports whether it
+// did. Secure-delete removes a deleted row's terms from the leaf pages, but
+// the first term of each leaf page is also the key of that page in the
+// segment's _idx table, a live row that stays as it was: an erased word
+// left there until a merge rewrites the segment, which FTS5 does not do
+// for a single segment, so 'optimize' alone may change nothing. A row
+// added and deleted first makes a second segment, and 'optimize' then
+// merges them into new pages and a new _idx. It holds the writer for the
+// whole rewrite: 0.4 s for messages_fts and 2 s for the trigram index at
+// 200,000 messages.
+func (p *Projection) rewriteFTSIndexes(ctx context.Context) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false, ErrClosed
+	}
+	var pending int
+	if err := p.conn.QueryRowContext(ctx, "SELECT count(*) FROM state_meta WHERE key = ?", metaFTSRewrite).Scan(&pending); err != nil {
+		return false, fmt.Errorf("rewrite FTS indexes: %w", err)
+	}
+	if pending == 0 {
+		return false, nil
+	}
+	tx, err := p.conn.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("rewrite FTS indexes: %w", err)
+	}
+	defer tx.Rollback()
+	for _, table := range ftsTables {
+		for _, q := range []string{
+			"INSERT INTO " + table + "(rowid, content) VALUES (?, 'hermes fts rewrite')",
+			"DELETE FROM " + table + " WHERE rowid = ?",
+		} {
+			if _, err := tx.ExecContext(ctx, q, ftsScrubRowid); err != nil {
+				return false, fmt.Errorf("rewrite %s: %w", table, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO "+table+"("+table+") VALUES ('optimize')"); err != nil {
+			return false, fmt.Errorf("rewrite %s: %w", table, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM state_meta WHERE key = ?", metaFTSRewrite); err != nil {
+		return false, fmt.Errorf("rewrite FTS indexes: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("rewrite FTS indexes: %w", err)
+	}
+	return true, nil
 }
 
 // MarkPurged tells the projection that the clean stop of the last process

@@ -19,6 +19,9 @@ func (s *Store) Append(ctx context.Context, stream string, expected events.Expec
 	if s.w == nil {
 		return events.AppendResult{}, fmt.Errorf("append %s: %w", stream, ErrReadOnly)
 	}
+	if err := s.damage.refusal(); err != nil {
+		return events.AppendResult{}, fmt.Errorf("append %s: %w", stream, err)
+	}
 	r, err := newRequest(ctx, stream, expected, proposed)
 	if err != nil {
 		return events.AppendResult{}, err

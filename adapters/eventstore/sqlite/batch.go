@@ -51,6 +51,9 @@ func (s *Store) AppendBatch(ctx context.Context, appends iter.Seq[events.StreamA
 	if s.w == nil {
 		return nil, fmt.Errorf("append batch: %w", ErrReadOnly)
 	}
+	if err := s.damage.refusal(); err != nil {
+		return nil, fmt.Errorf("append batch: %w", err)
+	}
 	var out []events.BatchResult
 	var reqs []*request
 	var index []int // reqs[k] answers out[index[k]]
@@ -266,8 +269,17 @@ func (j *batchJob) apply(w *writer, chunk []*request) {
 		fail(chunk, err)
 		return
 	}
+	if err := w.damage.refusal(); err != nil {
+		if j.tx != nil {
+			w.rollbackTx()
+			j.failTx(err)
+		}
+		fail(chunk, err)
+		return
+	}
 	if j.tx == nil {
 		if err := w.beginTx(); err != nil {
+			w.damage.note(err)
 			fail(chunk, storage.Classify(err))
 			return
 		}
@@ -279,6 +291,7 @@ func (j *batchJob) apply(w *writer, chunk []*request) {
 	}
 	if err := w.apply(chunk); err != nil {
 		w.rollbackTx()
+		w.damage.note(err)
 		j.failTx(storage.Classify(err))
 	}
 }
@@ -298,6 +311,7 @@ func (j *batchJob) commit(w *writer) {
 		commit = w.commitDeferringCheckpoint
 	}
 	if err := commit(); err != nil {
+		w.damage.note(err)
 		j.failTx(storage.Classify(err))
 		return
 	}

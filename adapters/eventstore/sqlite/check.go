@@ -17,10 +17,11 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// ErrDamaged: the event log is damaged (SQLite finds corrupt pages, or an
-// event does not read or decode). It is the only truth: nothing is served
-// from it until it is restored or salvaged.
-var ErrDamaged = errors.New("event log is damaged")
+// ErrDamaged: the event log is damaged (SQLite finds corrupt pages, an
+// event does not read or decode, positions are missing). It is the only
+// truth: nothing is served from it until it is restored or salvaged. It is
+// the port's [events.ErrLogDamaged].
+var ErrDamaged = events.ErrLogDamaged
 
 // IsDamaged reports whether err says the file is damaged: ErrDamaged, or
 // SQLite's corruption error wherever it was met, or a header SQLite does
@@ -40,8 +41,8 @@ const (
 
 // checkTail reads the header (done by checkSchema) and the last events
 // (tailEvents, tailBytes): each must read and decode, positions strictly
-// decreasing, and the highest position must agree with the AUTOINCREMENT
-// counter. It costs a few milliseconds whatever the size of the log, and
+// decreasing, as many events as the highest position, and the highest
+// position must agree with the AUTOINCREMENT counter. It costs a few milliseconds whatever the size of the log, and
 // decodes one event at a time, so its garbage is one event's.
 func checkTail(ctx context.Context, q interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
@@ -83,6 +84,18 @@ func checkTail(ctx context.Context, q interface {
 	}
 	if err := rows.Close(); err != nil {
 		return damagedError("read the last events", err)
+	}
+	// Positions are contiguous (AUTOINCREMENT inside the write
+	// transaction, never deleted): fewer events than the last position is
+	// a hole, events lost from the middle (a restored copy missing one,
+	// say). Counting reads the smallest index: 17-44 ms at 1,000,000
+	// events (440 MB, in the page cache).
+	var n int64
+	if err := q.QueryRowContext(ctx, "SELECT count(*) FROM events").Scan(&n); err != nil {
+		return damagedError("count the events", err)
+	}
+	if n != last {
+		return fmt.Errorf("%w: %d events up to position %d: %d positions are missing", ErrDamaged, n, last, last-n)
 	}
 	var seq sql.NullInt64
 	err = q.QueryRowContext(ctx, "SELECT seq FROM sqlite_sequence WHERE name = 'events'").Scan(&seq)

@@ -27,6 +27,7 @@ func TestOpenChecksTail(t *testing.T) {
 		{name: "log ending in events past the byte bound", big: true},
 		{name: "undecodable newest event", damage: `UPDATE events SET data = '{' WHERE position = (SELECT max(position) FROM events)`, wantErr: ErrDamaged},
 		{name: "position counter behind the log", damage: `UPDATE sqlite_sequence SET seq = 1 WHERE name = 'events'`, wantErr: ErrDamaged},
+		{name: "a hole in the positions", damage: `DELETE FROM events WHERE position = 3`, wantErr: ErrDamaged},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "events.db")

@@ -10,7 +10,7 @@ import (
 	"hermes/projections/migrate"
 )
 
-func openWriter(path string, cfg config, tail *committedTail, onCommit func(), stop <-chan struct{}) (*writer, error) {
+func openWriter(path string, cfg config, tail *committedTail, dmg *damage, onCommit func(), stop <-chan struct{}) (*writer, error) {
 	db, err := sql.Open("sqlite", dsn(path, false, cfg.busyTimeout))
 	if err != nil {
 		return nil, err
@@ -29,6 +29,7 @@ func openWriter(path string, cfg config, tail *committedTail, onCommit func(), s
 		conn:        conn,
 		clock:       cfg.clock,
 		tail:        tail,
+		damage:      dmg,
 		onCommit:    onCommit,
 		reqs:        make(chan *request, maxBatchRequests),
 		ops:         make(chan op),

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unicode/utf8"
 
 	"hermes/events"
 )
@@ -71,6 +72,12 @@ func (r *readStatements) close() error {
 // event. A count of zero or less reads nothing. It fails with
 // events.ErrStreamNotFound when the stream has no events.
 func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, count int, dir events.Direction) ([]events.Envelope, error) {
+	envs, err := s.readStreamOf(ctx, stream, from, count, dir)
+	s.damage.note(err)
+	return envs, err
+}
+
+func (s *Store) readStreamOf(ctx context.Context, stream string, from uint64, count int, dir events.Direction) ([]events.Envelope, error) {
 	if s.closed() {
 		return nil, fmt.Errorf("read stream %s: %w", stream, ErrClosed)
 	}
@@ -153,6 +160,7 @@ func (s *Store) ReadAll(ctx context.Context, after uint64, count int) ([]events.
 	}
 	envs, err := s.readAll(ctx, after, count)
 	if err != nil {
+		s.damage.note(err)
 		return nil, fmt.Errorf("read all after %d: %w", after, err)
 	}
 	return envs, nil
@@ -177,6 +185,7 @@ func (s *Store) Head(ctx context.Context) (uint64, error) {
 	}
 	var head int64
 	if err := s.reads.head.QueryRowContext(ctx).Scan(&head); err != nil {
+		s.damage.note(err)
 		return 0, fmt.Errorf("head: %w", err)
 	}
 	return uint64(head), nil
@@ -235,11 +244,15 @@ func decodeRows(rows []eventRow) ([]events.Envelope, error) {
 	for i, st := range rows {
 		e, err := events.Decode(st.typ, st.data)
 		if err != nil {
-			return nil, fmt.Errorf("position %d: %w", st.position, err)
+			if errors.Is(err, events.ErrUnknownType) && utf8.ValidString(st.typ) {
+				// A type a newer build wrote: not damage.
+				return nil, fmt.Errorf("position %d: %w", st.position, err)
+			}
+			return nil, fmt.Errorf("%w: position %d: %w", ErrDamaged, st.position, err)
 		}
 		md, err := events.DecodeMetadata(st.meta)
 		if err != nil {
-			return nil, fmt.Errorf("position %d: decode metadata: %w", st.position, err)
+			return nil, fmt.Errorf("%w: position %d: decode metadata: %w", ErrDamaged, st.position, err)
 		}
 		envs[i] = events.Envelope{
 			Stream:     st.stream,

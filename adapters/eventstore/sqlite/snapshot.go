@@ -84,6 +84,9 @@ func (s *Store) onWriter(ctx context.Context, what string, f func(w *writer) err
 	if s.w == nil {
 		return fmt.Errorf("%s: %w", what, ErrReadOnly)
 	}
+	if err := s.damage.refusal(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
 	o := op{reply: make(chan error, 1), run: f}
 	select {
 	case s.w.ops <- o:

@@ -123,6 +123,8 @@ type Store struct {
 	commits      broadcast
 	// tail holds the rows of the writer's last commits (tail.go).
 	tail committedTail
+	// damage refuses writes once the log was found damaged (damage.go).
+	damage damage
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -159,7 +161,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	s := &Store{path: abs, cfg: cfg, closing: make(chan struct{})}
 	s.commits.init()
 	if !cfg.readOnly {
-		s.w, err = openWriter(abs, cfg, &s.tail, s.commits.notify, s.closing)
+		s.w, err = openWriter(abs, cfg, &s.tail, &s.damage, s.commits.notify, s.closing)
 		if err != nil {
 			return nil, openError(abs, err)
 		}

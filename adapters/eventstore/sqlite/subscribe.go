@@ -79,6 +79,7 @@ func (sub *subscription) run(ctx context.Context, after uint64) error {
 		committed := s.commits.wait()
 		batch, behind, err := s.readNext(ctx, after)
 		if err != nil {
+			s.damage.note(err)
 			if ctx.Err() != nil || s.closed() {
 				return nil
 			}

@@ -109,6 +109,8 @@ type writer struct {
 	tail     *committedTail
 	tailRows []tailRow
 	onCommit func()
+	// damage is the store's: a write that meets damage latches it.
+	damage *damage
 	// migrations are the schema steps init applies.
 	migrations []migrate.Step
 
@@ -412,7 +414,14 @@ func (w *writer) commit(batch []*request) {
 	if len(live) == 0 {
 		return
 	}
+	if err := w.damage.refusal(); err != nil {
+		for _, r := range live {
+			r.answer(events.AppendResult{}, fmt.Errorf("append %s: %w", r.stream, err))
+		}
+		return
+	}
 	if err := w.write(live); err != nil {
+		w.damage.note(err)
 		// A full or failing disk is said so (events.ErrStorageFull):
 		// nothing of the batch is in the log and the same appends succeed
 		// once space returns.

@@ -1,19 +1,12 @@
-package main
+package node
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"time"
-
-	"github.com/spf13/cobra"
 
 	"hermes/adapters/hooks"
 	"hermes/commands"
-	"hermes/events"
 )
 
 // purge makes erased content unrecoverable from every file hermes writes
@@ -27,7 +20,7 @@ func (rt *runtime) purge(ctx context.Context) error {
 	if err := rt.purgeLive(ctx); err != nil {
 		return err
 	}
-	return dropBrokenCopies(rt.log, rt.home.lanesDB(), rt.home.stateDB())
+	return dropBrokenCopies(rt.log, rt.home.LanesDB(), rt.home.StateDB())
 }
 
 // purgeLive is purge of the files in use, keeping the moved-aside copies.
@@ -54,8 +47,8 @@ func (rt *runtime) purgeFiles(ctx context.Context) error {
 	// The embedded store rewrites erased events in place and purges its
 	// files; a store without that capability (KurrentDB) is documented in
 	// docs/ERASURE.md: its transcript streams are deleted and scavenged.
-	if eraser, ok := rt.raw.(events.Eraser); ok {
-		if err := eraser.Purge(ctx); err != nil {
+	if rt.eraser != nil {
+		if err := rt.eraser.Purge(ctx); err != nil {
 			return fmt.Errorf("purge: %w", err)
 		}
 	} else {
@@ -63,13 +56,13 @@ func (rt *runtime) purgeFiles(ctx context.Context) error {
 		// erasure is not complete, and the operator must know it.
 		rt.log.Warn("this event store cannot erase in place: what an erasure removed from the read models stays in the store's log (docs/ERASURE.md, KurrentDB)")
 	}
-	if err := rt.state.Purge(ctx); err != nil {
+	if err := rt.models.state().Purge(ctx); err != nil {
 		return fmt.Errorf("purge: %w", err)
 	}
-	if err := rt.lanes.Purge(ctx); err != nil {
+	if err := rt.models.lanes().Purge(ctx); err != nil {
 		return fmt.Errorf("purge: %w", err)
 	}
-	if _, err := hooks.ScrubPoisonLog(ctx, rt.home.hermesDir(), rt.raw); err != nil {
+	if _, err := hooks.ScrubPoisonLog(ctx, rt.home.HermesDir(), rt.raw); err != nil {
 		return fmt.Errorf("purge: %w", err)
 	}
 	return nil
@@ -95,10 +88,10 @@ func (rt *runtime) recoverErasures(ctx context.Context, purgedAtStop bool) error
 	if purgedAtStop {
 		// The stop scrubbed the free space of the files too: the first
 		// purge of this run need not read every page again.
-		if m, ok := rt.raw.(interface{ MarkPurged() }); ok {
-			m.MarkPurged()
+		if rt.purged != nil {
+			rt.purged.MarkPurged()
 		}
-		rt.state.MarkPurged()
+		rt.models.state().MarkPurged()
 		return nil
 	}
 	// No erasure since the last purge: a read model moved aside at this
@@ -121,7 +114,7 @@ func (rt *runtime) purgeAtStop(ctx context.Context, caughtUp bool) {
 		rt.log.Warn("read models behind the log at stop; the next start purges")
 		return
 	}
-	f, err := os.OpenFile(rt.home.purgedAtStop(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(rt.home.PurgedAtStop(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		rt.log.Warn("mark the purge at stop", "err", err)
 		return
@@ -130,10 +123,15 @@ func (rt *runtime) purgeAtStop(ctx context.Context, caughtUp bool) {
 	f.Close()
 }
 
+// purgeMarker is a store that can be told its files were purged at the
+// last stop (sqlite.Store), so that its first purge need not read every
+// page again.
+type purgeMarker interface{ MarkPurged() }
+
 // consumePurgedAtStop reports and removes the mark of purgeAtStop: it
 // counts once, for the start right after that stop.
 func (rt *runtime) consumePurgedAtStop() bool {
-	path := rt.home.purgedAtStop()
+	path := rt.home.PurgedAtStop()
 	if _, err := os.Stat(path); err != nil {
 		return false
 	}
@@ -144,76 +142,39 @@ func (rt *runtime) consumePurgedAtStop() bool {
 	return true
 }
 
-type forgetOptions struct {
-	platform, userID, userIDAlt, reason, requestedBy string
-}
-
-func newForgetCommand(g *globalFlags) *cobra.Command {
-	var o forgetOptions
-	cmd := &cobra.Command{
-		Use:   "forget --platform P --user-id U",
-		Short: "Erase a person: their lanes' transcripts, and their names and ids in origins and queued items",
-		Long: `Forgets a person on a home no server is running on (it takes the gateway
-lock; with a server running, use POST /v1/erasure, which does the same). Every
-transcript of every lane keyed on the person is deleted and erased from the log,
-and the person's names and ids are erased from the origins and queued items of
-those lanes. It prints what was erased once the content is unrecoverable from
-every file under the home (docs/ERASURE.md).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.platform == "" || (o.userID == "" && o.userIDAlt == "") {
-				return usageError(errors.New("--platform and --user-id (or --user-id-alt) are required"))
-			}
-			cfg, h, err := loadConfig(g, nil)
-			if err != nil {
-				return err
-			}
-			return runForget(orBackground(cmd.Context()), daemonSettings{cfg: cfg, home: h, logLevel: "warn"}, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
+// Forget erases a person on a home no node serves (it takes the gateway
+// lock; a running node does the same at POST /v1/erasure): it finishes
+// the erasures a crash interrupted, erases the person, and returns once the
+// content is unrecoverable from every file under the home.
+func Forget(ctx context.Context, c Config, f commands.Forget) (commands.ForgetReport, error) {
+	s, log := settingsOf(c), c.Log
+	if err := s.home.RequireStore(); err != nil {
+		return commands.ForgetReport{}, err
 	}
-	cmd.Flags().StringVar(&o.platform, "platform", "", "the person's platform (telegram, discord, …)")
-	cmd.Flags().StringVar(&o.userID, "user-id", "", "the person's user id on the platform")
-	cmd.Flags().StringVar(&o.userIDAlt, "user-id-alt", "", "the person's alternative id (WhatsApp lid, …)")
-	cmd.Flags().StringVar(&o.reason, "reason", "", "why (recorded with the erasure; default person)")
-	cmd.Flags().StringVar(&o.requestedBy, "requested-by", "", "on whose request (recorded with the erasure)")
-	return cmd
-}
-
-func runForget(ctx context.Context, s daemonSettings, o forgetOptions, out, stderr io.Writer) error {
-	log, err := newLogger(stderr, s.logLevel)
+	lock, err := s.home.Lock()
 	if err != nil {
-		return err
+		return commands.ForgetReport{}, fmt.Errorf("cannot forget offline on %s (is hermes serve running? then use POST /v1/erasure): %w", s.home.Dir, err)
 	}
-	if err := s.home.requireStore(); err != nil {
-		return err
-	}
-	lock, err := acquireGatewayLock(s.home)
-	if err != nil {
-		return &exitError{code: exitFailure, err: fmt.Errorf("cannot forget offline on %s (is hermes serve running? then use POST /v1/erasure): %w", s.home.dir, err)}
-	}
-	defer lock.release()
-	rt := &runtime{daemonSettings: s, log: log, now: time.Now}
-	if err := rt.open(ctx, io.Discard); err != nil {
-		return err
+	defer lock.Release()
+	rt := newRuntime(s, log)
+	if err := rt.open(ctx, nil); err != nil {
+		return commands.ForgetReport{}, err
 	}
 	defer rt.close()
 	rt.store = rt.raw
-	rt.handler = commands.NewHandler(rt.store, writeSideConfig(s.cfg), commands.WithClock(rt.now), commands.WithDirectory(rt.lanes))
+	rt.handler = commands.NewHandler(rt.store, WriteSideConfig(s.cfg), commands.WithClock(rt.now), commands.WithDirectory(rt.models.lanes()))
 	if _, err := rt.handler.ResumeErasures(ctx); err != nil {
-		return err
+		return commands.ForgetReport{}, err
 	}
-	rep, err := rt.handler.Forget(ctx, commands.Forget{Platform: o.platform, UserID: o.userID, UserIDAlt: o.userIDAlt,
-		Reason: o.reason, RequestedBy: o.requestedBy})
+	rep, err := rt.handler.Forget(ctx, f)
 	if err != nil {
-		return err
+		return commands.ForgetReport{}, err
 	}
 	if err := rt.runner.CatchUp(ctx, nil); err != nil {
-		return err
+		return commands.ForgetReport{}, err
 	}
 	if err := rt.purgeFiles(ctx); err != nil {
-		return err
+		return commands.ForgetReport{}, err
 	}
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(map[string]any{"erasure_id": rep.ErasureID, "erased": rep})
+	return rep, nil
 }

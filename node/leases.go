@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -31,13 +31,11 @@ const releaseTimeout = 5 * time.Second
 type cluster struct {
 	rt     *runtime
 	router *hooks.Router
-	duties func(context.Context)
 	ttl    time.Duration
 	log    *slog.Logger
 
-	// The singleton duties while this node leads.
-	stopDuties context.CancelFunc
-	dutiesDone chan struct{}
+	// singletons are the singleton duties while this node leads.
+	singletons *duties
 	// lease is the leader lease as this node last saw it.
 	lease domain.Lease
 }
@@ -105,28 +103,22 @@ func (c *cluster) claimLeader(ctx context.Context) {
 // lead starts the duties when leading and they are not running, and stops
 // them when not leading.
 func (c *cluster) lead(ctx context.Context, leading bool) {
-	running := c.stopDuties != nil
+	running := c.singletons != nil
 	switch {
 	case leading && !running:
 		if c.router != nil {
 			// Resume where the previous holders recorded they were.
-			if err := hooks.AdvanceCheckpoint(c.rt.home.hermesDir(), c.lease.Delivered); err != nil {
+			if err := hooks.AdvanceCheckpoint(c.rt.home.HermesDir(), c.lease.Delivered); err != nil {
 				c.log.Error("leader: cannot move the hooks checkpoint; not running the duties", "err", err)
 				return
 			}
 		}
-		dctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		c.stopDuties, c.dutiesDone = cancel, done
-		go func() {
-			defer close(done)
-			c.duties(dctx)
-		}()
+		c.singletons = newDuties(ctx, c.rt.log)
+		c.rt.startSingletons(c.singletons, c.router)
 		c.log.Info("leader: running webhooks, the expiry watcher and auto-prune", "until", c.lease.Until, "delivered", c.lease.Delivered)
 	case !leading && running:
-		c.stopDuties()
-		<-c.dutiesDone
-		c.stopDuties, c.dutiesDone = nil, nil
+		c.singletons.stop()
+		c.singletons = nil
 		c.log.Info("no longer leader: duties stopped", "holder", c.lease.Holder, "until", c.lease.Until)
 	}
 }
@@ -134,7 +126,7 @@ func (c *cluster) lead(ctx context.Context, leading bool) {
 // release stops the duties and gives the leader lease up with the final
 // webhook checkpoint, so another node takes over at its next round.
 func (c *cluster) release() {
-	if c.stopDuties == nil {
+	if c.singletons == nil {
 		return
 	}
 	c.lead(context.Background(), false)

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"hermes/events"
 	"hermes/projections"
 	"hermes/projections/sessions"
-	"hermes/projections/transcripts"
 )
 
 // A rebuild on a live home (POST /v1/projections/rebuild, what `hermes
@@ -50,15 +49,14 @@ const maxCatchUpRounds = 8
 // rebuild further behind after its catch-up rounds fails instead.
 const maxSwapLag = 16 * projections.MaxBatch
 
-// rebuildBuildHook, when not nil, is called with each progress report of
-// phase 1 and the context of the attempt; a test holds the copy there to
-// send an erasure into it. Nil in production.
-var rebuildBuildHook func(ctx context.Context, attempt int, done, total uint64)
-
 // liveRebuild runs the rebuilds of a hermes serve, one at a time.
 type liveRebuild struct {
 	rt      *runtime
 	tracker *projections.RebuildTracker
+	// buildHook, when not nil, is called with each progress report of
+	// phase 1 and the context of the attempt; a test holds the copy there
+	// to send an erasure into it. Nil in production.
+	buildHook func(ctx context.Context, attempt int, done, total uint64)
 	// freeBytes reports the space free for an unprivileged writer on the
 	// file system of a path (statfs; tests inject their own).
 	freeBytes func(path string) (uint64, error)
@@ -80,7 +78,7 @@ type liveRebuild struct {
 	buildDone   chan struct{}
 	erased      bool
 	// scratch is the new read models while they catch up (phases 2, 3).
-	scratch []projections.Projection
+	scratch *ReadModels
 }
 
 var _ api.Rebuilder = (*liveRebuild)(nil)
@@ -138,7 +136,7 @@ func (j *liveRebuild) run(ctx context.Context) error {
 	logDone := make(chan struct{})
 	defer close(logDone)
 	go j.logProgress(logDone)
-	scratch, err := os.MkdirTemp(j.rt.home.hermesDir(), rebuildScratchPrefix)
+	scratch, err := os.MkdirTemp(j.rt.home.HermesDir(), RebuildScratchPrefix)
 	if err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
@@ -152,12 +150,12 @@ func (j *liveRebuild) run(ctx context.Context) error {
 	j.rt.log.Info("rebuild: history copied; catching up", "position", st.Done, "took", time.Since(began).Round(time.Millisecond))
 	j.tracker.Enter(projections.RebuildCatchingUp)
 	began = time.Now()
-	lanes, state, err := j.catchUp(ctx)
+	models, err := j.catchUp(ctx)
 	if err != nil {
 		return err
 	}
 	j.rt.log.Info("rebuild: caught up; swapping", "position", j.tracker.Status().Done, "took", time.Since(began).Round(time.Millisecond))
-	return j.swap(ctx, dir, lanes, state)
+	return j.swap(ctx, dir, models)
 }
 
 func (j *liveRebuild) logProgress(done <-chan struct{}) {
@@ -187,13 +185,13 @@ func (j *liveRebuild) build(ctx context.Context, scratch string) (string, error)
 		j.cancelBuild, j.buildDone, j.erased = cancel, done, false
 		j.mu.Unlock()
 		progress := j.tracker.Progress
-		if hook := rebuildBuildHook; hook != nil {
+		if hook := j.buildHook; hook != nil {
 			progress = func(done, total uint64) {
 				hook(buildCtx, attempt, done, total)
 				j.tracker.Progress(done, total)
 			}
 		}
-		err := projections.Rebuild(buildCtx, j.rt.raw, scratchOpener(nil), dir, progress)
+		err := projections.Rebuild(buildCtx, j.rt.raw, ScratchOpener(nil), dir, progress)
 		cancel()
 		j.mu.Lock()
 		erased := j.erased
@@ -226,26 +224,25 @@ func (j *liveRebuild) build(ctx context.Context, scratch string) (string, error)
 // openScratch opens the read models phase 1 built in dir and registers
 // them for purge; j.mu is held.
 func (j *liveRebuild) openScratch(dir string) error {
-	ps, err := openReadModels(filepath.Join(dir, "lanes.db"), filepath.Join(dir, "state.db"), sessions.Exports{}, nil)
+	m, err := openReadModels(filepath.Join(dir, "lanes.db"), filepath.Join(dir, "state.db"), sessions.Exports{}, nil)
 	if err != nil {
 		return fmt.Errorf("rebuild: open the new read models: %w", err)
 	}
-	j.scratch = ps
+	j.scratch = &m
 	return nil
 }
 
 // catchUp is phase 2: it applies to the new read models (opened by build)
 // what was appended since phase 1, a few rounds, while the old ones serve.
-func (j *liveRebuild) catchUp(ctx context.Context) (*sessions.Projection, *transcripts.Projection, error) {
+func (j *liveRebuild) catchUp(ctx context.Context) (ReadModels, error) {
 	j.mu.Lock()
-	ps := j.scratch
+	scratch := *j.scratch
 	j.mu.Unlock()
-	lanes, state := ps[0].(*sessions.Projection), ps[1].(*transcripts.Projection)
 	var err error
 	var lag uint64
 	for range maxCatchUpRounds {
 		j.mu.Lock()
-		runner := projections.NewRunner(j.rt.raw, ps...)
+		runner := projections.NewRunner(j.rt.raw, scratch.Projections()...)
 		err = runner.CatchUp(ctx, j.tracker.Progress)
 		if err == nil {
 			lag, err = runner.Lag(ctx)
@@ -253,7 +250,7 @@ func (j *liveRebuild) catchUp(ctx context.Context) (*sessions.Projection, *trans
 		j.mu.Unlock()
 		if err != nil {
 			j.dropScratch()
-			return nil, nil, fmt.Errorf("rebuild: catch up: %w", err)
+			return ReadModels{}, fmt.Errorf("rebuild: catch up: %w", err)
 		}
 		if lag <= projections.MaxBatch {
 			break
@@ -263,9 +260,9 @@ func (j *liveRebuild) catchUp(ctx context.Context) (*sessions.Projection, *trans
 		// The swap applies the rest with every request held: it must not
 		// start that far behind. The old read models keep serving.
 		j.dropScratch()
-		return nil, nil, fmt.Errorf("rebuild: writes outpace the catch-up (%d events behind after %d rounds); the current read models keep serving, try again when writes are calmer", lag, maxCatchUpRounds)
+		return ReadModels{}, fmt.Errorf("rebuild: writes outpace the catch-up (%d events behind after %d rounds); the current read models keep serving, try again when writes are calmer", lag, maxCatchUpRounds)
 	}
-	return lanes, state, nil
+	return scratch, nil
 }
 
 // dropScratch closes the new read models after a failure (the scratch
@@ -273,45 +270,31 @@ func (j *liveRebuild) catchUp(ctx context.Context) (*sessions.Projection, *trans
 func (j *liveRebuild) dropScratch() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	for _, p := range j.scratch {
-		p.Close()
+	if j.scratch != nil {
+		j.scratch.Close()
 	}
 	j.scratch = nil
 }
 
-// liveSet is one generation of the read models of a hermes serve.
-type liveSet struct {
-	models api.ReadModels
-	lanes  *sessions.Projection
-	state  *transcripts.Projection
-}
-
-// swap is phase 3. It takes the requests' read models first (in-flight
-// requests finish; one waiting for the runner still gets it), then the
-// runner's (the batch being applied finishes), so that nothing waits in a
-// circle.
-func (j *liveRebuild) swap(ctx context.Context, dir string, lanes *sessions.Projection, state *transcripts.Projection) error {
+// swap is phase 3. It takes the generation in use (liveModels.exclusive:
+// the requests' read models, then the runner's), then j.mu, and swaps.
+func (j *liveRebuild) swap(ctx context.Context, dir string, scratch ReadModels) error {
 	j.tracker.Enter(projections.RebuildSwapping)
 	begin := time.Now()
-	models, installModels := j.rt.models.Exclusive()
-	oldLanes, installLanes := j.rt.lanesFeed.Exclusive()
-	oldState, installState := j.rt.stateFeed.Exclusive()
+	old, install := j.rt.models.exclusive()
 	paused := time.Now()
 	j.mu.Lock()
-	old := liveSet{models: models, lanes: oldLanes, state: oldState}
 	var steps swapSteps
-	next, err := j.swapFiles(ctx, dir, lanes, state, old, &steps)
+	next, err := j.swapFiles(ctx, dir, scratch, old, &steps)
 	j.scratch = nil
 	j.mu.Unlock()
-	installState(next.state)
-	installLanes(next.lanes)
-	installModels(next.models)
+	install(next)
 	if err != nil {
 		return err
 	}
 	// The exports (sessions.json, the restart counts) come from the new
 	// lanes.db from now on.
-	if err := j.rt.lanesFeed.CaughtUp(ctx); err != nil {
+	if err := j.rt.models.lanesFeed.CaughtUp(ctx); err != nil {
 		j.rt.log.Warn("rebuild: exports after the swap", "err", err)
 	}
 	j.rt.log.Info("rebuild: new read models swapped in", "waited_for_requests", paused.Sub(begin).Round(time.Microsecond),
@@ -326,44 +309,38 @@ type swapSteps struct{ catchUp, purge, close, open time.Duration }
 // swapFiles does the swap with every reader and the runner held off, and
 // returns the generation to install: the new one, or the old one after a
 // failure that left the old files in place.
-func (j *liveRebuild) swapFiles(ctx context.Context, dir string, lanes *sessions.Projection, state *transcripts.Projection, old liveSet, steps *swapSteps) (liveSet, error) {
+func (j *liveRebuild) swapFiles(ctx context.Context, dir string, scratch ReadModels, old liveSet, steps *swapSteps) (liveSet, error) {
 	mark := time.Now()
 	lap := func(d *time.Duration) {
 		now := time.Now()
 		*d, mark = now.Sub(mark), now
 	}
-	scratch := []projections.Projection{lanes, state}
-	closeScratch := func() {
-		for _, p := range scratch {
-			p.Close()
-		}
-	}
-	if err := projections.NewRunner(j.rt.raw, scratch...).CatchUp(ctx, j.tracker.Progress); err != nil {
-		closeScratch()
+	if err := projections.NewRunner(j.rt.raw, scratch.Projections()...).CatchUp(ctx, j.tracker.Progress); err != nil {
+		scratch.Close()
 		return old, fmt.Errorf("rebuild: final catch-up: %w", err)
 	}
 	lap(&steps.catchUp)
 	// No WAL frame of the new files may keep a page an erasure rewrote.
-	if err := errors.Join(state.Purge(ctx), lanes.Purge(ctx)); err != nil {
-		closeScratch()
+	if err := scratch.purge(ctx); err != nil {
+		scratch.Close()
 		return old, fmt.Errorf("rebuild: purge the new read models: %w", err)
 	}
 	lap(&steps.purge)
-	if err := errors.Join(state.Close(), lanes.Close()); err != nil {
+	if err := scratch.Close(); err != nil {
 		return old, fmt.Errorf("rebuild: close the new read models: %w", err)
 	}
 	// From here the old files are closed: on failure, whatever is in place
 	// is reopened (the runner's next batch fails on a closed file
 	// otherwise, and the restart that follows rebuilds before ready).
-	closeErr := errors.Join(old.models.Transcripts.Close(), old.state.Close(), old.lanes.Close())
+	closeErr := old.close()
 	if closeErr != nil {
 		j.rt.log.Warn("rebuild: close the old read models", "err", closeErr)
 	}
 	lap(&steps.close)
 	var moveErr error
 	for _, m := range []struct{ from, to string }{
-		{filepath.Join(dir, "lanes.db"), j.rt.home.lanesDB()},
-		{filepath.Join(dir, "state.db"), j.rt.home.stateDB()},
+		{filepath.Join(dir, "lanes.db"), j.rt.home.LanesDB()},
+		{filepath.Join(dir, "state.db"), j.rt.home.StateDB()},
 	} {
 		if moveErr = replaceDB(m.from, m.to); moveErr != nil {
 			break
@@ -372,7 +349,7 @@ func (j *liveRebuild) swapFiles(ctx context.Context, dir string, lanes *sessions
 	if moveErr == nil {
 		// The files that damage found while serving was recorded for
 		// (heal.go) are gone: the next start need not rebuild them.
-		for _, p := range []string{j.rt.home.lanesDB(), j.rt.home.stateDB()} {
+		for _, p := range []string{j.rt.home.LanesDB(), j.rt.home.StateDB()} {
 			os.Remove(damagedMarker(p))
 		}
 	}
@@ -385,32 +362,6 @@ func (j *liveRebuild) swapFiles(ctx context.Context, dir string, lanes *sessions
 		return next, fmt.Errorf("rebuild: the old read models serve on: %w", moveErr)
 	}
 	return next, nil
-}
-
-// openLiveSet opens the read models at their place in the home, as a start
-// does once they are healthy.
-func (rt *runtime) openLiveSet() (liveSet, error) {
-	lanes, err := sessions.Open(rt.home.lanesDB(), rt.exports)
-	if err != nil {
-		return liveSet{}, err
-	}
-	state, err := transcripts.Open(rt.home.stateDB())
-	if err != nil {
-		lanes.Close()
-		return liveSet{}, err
-	}
-	reader, err := transcripts.OpenReader(rt.home.stateDB())
-	if err != nil {
-		state.Close()
-		lanes.Close()
-		return liveSet{}, err
-	}
-	lanes.ReportClampsTo(rt.clamps)
-	state.ReportClampsTo(rt.clamps)
-	// The swap opens them caught up: the search's row lengths can be read
-	// now, as a start does once it has caught up.
-	reader.WarmSearch()
-	return liveSet{models: api.ReadModels{Lanes: lanes, Transcripts: reader}, lanes: lanes, state: state}, nil
 }
 
 // purge removes erased content from the new read models of a running
@@ -435,28 +386,24 @@ func (j *liveRebuild) purge(ctx context.Context) error {
 	if j.scratch == nil {
 		return nil
 	}
-	if err := projections.NewRunner(j.rt.raw, j.scratch...).CatchUp(ctx, nil); err != nil {
+	if err := projections.NewRunner(j.rt.raw, j.scratch.Projections()...).CatchUp(ctx, nil); err != nil {
 		return fmt.Errorf("purge: the rebuild's read models: %w", err)
 	}
-	for _, p := range j.scratch {
-		if pp, ok := p.(interface{ Purge(context.Context) error }); ok {
-			if err := pp.Purge(ctx); err != nil {
-				return fmt.Errorf("purge: the rebuild's read models: %w", err)
-			}
-		}
+	if err := j.scratch.purge(ctx); err != nil {
+		return fmt.Errorf("purge: the rebuild's read models: %w", err)
 	}
 	return nil
 }
 
-// rebuildScratchPrefix names the scratch directories of rebuilds under
+// RebuildScratchPrefix names the scratch directories of rebuilds under
 // <home>/hermes.
-const rebuildScratchPrefix = "rebuild-"
+const RebuildScratchPrefix = "rebuild-"
 
 // dropRebuildLeftovers deletes the scratch directories a rebuild left when
 // its process died: they may hold content erased since. The caller holds
 // the gateway lock, so no rebuild of this home runs.
-func dropRebuildLeftovers(log *slog.Logger, h homeLayout) {
-	matches, _ := filepath.Glob(filepath.Join(h.hermesDir(), rebuildScratchPrefix+"*"))
+func dropRebuildLeftovers(log *slog.Logger, h Home) {
+	matches, _ := filepath.Glob(filepath.Join(h.HermesDir(), RebuildScratchPrefix+"*"))
 	for _, m := range matches {
 		if err := os.RemoveAll(m); err != nil {
 			log.Warn("delete the leftovers of an interrupted rebuild", "dir", m, "err", err)
@@ -474,12 +421,12 @@ const rebuildHeadroom = 64 << 20
 
 // checkRebuildSpace refuses a rebuild (events.ErrStorageFull, 507) when the
 // home's file system cannot hold new read models beside the ones in use.
-func checkRebuildSpace(h homeLayout, freeBytes func(string) (uint64, error)) error {
-	size := dbBytes(h.lanesDB()) + dbBytes(h.stateDB())
+func checkRebuildSpace(h Home, freeBytes func(string) (uint64, error)) error {
+	size := dbBytes(h.LanesDB()) + dbBytes(h.StateDB())
 	need := uint64(size) + uint64(size)/5 + rebuildHeadroom
-	free, err := freeBytes(h.hermesDir())
+	free, err := freeBytes(h.HermesDir())
 	if err != nil {
-		return fmt.Errorf("rebuild: free space of %s: %w", h.hermesDir(), err)
+		return fmt.Errorf("rebuild: free space of %s: %w", h.HermesDir(), err)
 	}
 	if free < need {
 		return fmt.Errorf("%w: a rebuild needs about %d MiB beside the read models in use (%d MiB), %d MiB are free",
@@ -496,4 +443,49 @@ func statfsFree(path string) (uint64, error) {
 		return 0, err
 	}
 	return st.Bavail * uint64(st.Bsize), nil
+}
+
+// CheckRebuildSpace refuses a rebuild of h's read models (wrapping
+// events.ErrStorageFull) when its file system cannot hold new ones beside
+// those in use.
+func CheckRebuildSpace(h Home) error { return checkRebuildSpace(h, statfsFree) }
+
+// RebuildOffline rebuilds h's read models from store into a scratch
+// directory and swaps them into place, reporting to tracker (begun by the
+// caller, who also finishes it) and telling clamps of the values the new
+// read models clamp. The caller holds the home's lock: no node serves it.
+func RebuildOffline(ctx context.Context, h Home, store events.Store, tracker *projections.RebuildTracker, clamps projections.ClampReporter) error {
+	scratch, err := os.MkdirTemp(h.HermesDir(), RebuildScratchPrefix)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(scratch)
+	err = projections.Rebuild(ctx, store, ScratchOpener(clamps), filepath.Join(scratch, "models"), tracker.Progress)
+	if err != nil {
+		return err
+	}
+	tracker.Enter(projections.RebuildSwapping)
+	for _, m := range []struct{ from, to string }{
+		{filepath.Join(scratch, "models", "lanes.db"), h.LanesDB()},
+		{filepath.Join(scratch, "models", "state.db"), h.StateDB()},
+	} {
+		if err := replaceDB(m.from, m.to); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replaceDB moves a rebuilt SQLite file over the live one, removing the
+// live one's WAL and shared-memory files first (the server is stopped).
+func replaceDB(from, to string) error {
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if err := os.Remove(to + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("replace %s: %w", to, err)
+		}
+	}
+	if err := os.Rename(from, to); err != nil {
+		return fmt.Errorf("replace %s: %w", to, err)
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -41,8 +41,9 @@ const brokenStamp = "20060102T150405Z"
 // models of a 1,000,000-event history), so 16 MiB stays under a second. A
 // bigger file is checked in the background once serving (checkLater);
 // damage found there is recorded in <file>.damaged, and the next start
-// moves the file aside and rebuilds it.
-var startCheckMaxBytes int64 = 16 << 20
+// moves the file aside and rebuilds it. It is a node's default
+// (runtime.startCheckMax), which a test may lower.
+const startCheckMaxBytes int64 = 16 << 20
 
 // damagedMarker records, for the next start, damage found in the
 // background.
@@ -60,16 +61,16 @@ func dbBytes(path string) int64 {
 }
 
 // healable opens a read model and checks it: SQLite's quick check when it
-// is small (startCheckMaxBytes), or the damage a background check of the
-// previous run recorded. When opening or the check fails it moves the file
-// aside and opens a fresh one. ours says whether a file that failed may be
+// is at most checkMax bytes (startCheckMaxBytes), or the damage a
+// background check of the previous run recorded. When opening or the check
+// fails it moves the file aside and opens a fresh one. ours says whether a file that failed may be
 // moved: false for a state.db hermes cannot tell it wrote.
-func healable[P io.Closer](log *slog.Logger, now time.Time, path, what string, open func() (P, error), ours func(error) bool) (P, error) {
+func healable[P io.Closer](log *slog.Logger, now time.Time, path, what string, checkMax int64, open func() (P, error), ours func(error) bool) (P, error) {
 	p, err := open()
 	if err == nil {
 		if data, statErr := os.ReadFile(damagedMarker(path)); statErr == nil {
 			err = fmt.Errorf("%s: %w (found while the previous run served: %s)", path, errQuickCheck, strings.TrimSpace(string(data)))
-		} else if dbBytes(path) <= startCheckMaxBytes {
+		} else if dbBytes(path) <= checkMax {
 			err = quickCheck(context.Background(), path)
 		}
 		if err != nil {
@@ -102,10 +103,11 @@ func healable[P io.Closer](log *slog.Logger, now time.Time, path, what string, o
 }
 
 // checkLater runs SQLite's quick check on a read model too big to be
-// checked before ready (startCheckMaxBytes), while hermes serves. Damage is
-// logged and recorded in <file>.damaged for the next start.
-func checkLater(ctx context.Context, log *slog.Logger, path, what string) {
-	if dbBytes(path) <= startCheckMaxBytes {
+// checked before ready (more than checkMax bytes, startCheckMaxBytes),
+// while hermes serves. Damage is logged and recorded in <file>.damaged for
+// the next start.
+func checkLater(ctx context.Context, log *slog.Logger, path, what string, checkMax int64) {
+	if dbBytes(path) <= checkMax {
 		return
 	}
 	start := time.Now()

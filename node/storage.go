@@ -1,11 +1,10 @@
-package main
+package node
 
 import (
 	"context"
 	"errors"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"hermes/events"
@@ -26,79 +25,11 @@ func retryableStorage(err error, runner *projections.Runner) bool {
 	return errors.Is(err, events.ErrStorageFull) || errors.Is(err, errStorageNotReady) || runner.StorageError() != nil
 }
 
-// background is the hooks router and expiry watcher, started once ready.
-type background struct {
-	mu      sync.Mutex
-	stopped bool
-	stopFn  func()
-}
-
-func (b *background) set(stop func()) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.stopped {
-		return false
-	}
-	b.stopFn = stop
-	return true
-}
-
-// stop stops them (if started) and keeps them from starting later.
-func (b *background) stop() {
-	b.mu.Lock()
-	stop := b.stopFn
-	b.stopped, b.stopFn = true, nil
-	b.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
-}
-
-// becomeReady starts the background work and turns /readyz ready.
-func (rt *runtime) becomeReady(ctx context.Context, bg *background) error {
-	stopBackground, err := rt.startBackground(ctx)
-	if err != nil {
-		return err
-	}
-	// The sweep of damaged read models and the periodic backups stop with
-	// the rest, and are waited for: a backup is finished or removed.
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	stop := func() {
-		stopBackground()
-		cancel()
-		wg.Wait()
-	}
-	wg.Go(func() { rt.backupEvery(ctx) })
-	wg.Go(func() {
-		checkLater(ctx, rt.log, rt.home.lanesDB(), "lanes.db")
-		checkLater(ctx, rt.log, rt.home.stateDB(), "state.db")
-	})
-	wg.Go(func() {
-		tick := time.NewTicker(time.Hour)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				sweepBroken(rt.log, time.Now(), rt.cfg.Storage.BrokenRetention, rt.home.lanesDB(), rt.home.stateDB())
-			}
-		}
-	})
-	if !bg.set(stop) {
-		stop() // the stop began meanwhile
-		return nil
-	}
-	rt.server.SetReady(true)
-	return nil
-}
-
 // recoverLater retries startup recovery, with backoff, until storage takes
 // writes again, then turns ready. Meanwhile the server serves reads and
 // refuses writes (507). It returns nil when ready or when ctx ends, and the
 // error of a recovery that failed for another reason.
-func (rt *runtime) recoverLater(ctx context.Context, bg *background) error {
+func (rt *runtime) recoverLater(ctx context.Context, bg *duties) error {
 	wait := recoveryRetry.Min
 	for {
 		select {
@@ -113,7 +44,7 @@ func (rt *runtime) recoverLater(ctx context.Context, bg *background) error {
 		err := rt.recover(ctx)
 		if err == nil {
 			rt.log.Info("storage takes writes again: recovery done, ready")
-			return rt.becomeReady(ctx, bg)
+			return rt.becomeReady(bg)
 		}
 		if ctx.Err() != nil {
 			return nil
@@ -140,8 +71,8 @@ type spaceReserve struct {
 }
 
 // newSpaceReserve makes sure the reserve exists when there is room for it.
-func newSpaceReserve(h homeLayout, log *slog.Logger) spaceReserve {
-	r := spaceReserve{path: h.spaceReserve(), log: log}
+func newSpaceReserve(h Home, log *slog.Logger) spaceReserve {
+	r := spaceReserve{path: h.SpaceReserve(), log: log}
 	if st, err := os.Stat(r.path); err == nil && st.Size() == reserveBytes {
 		return r
 	}

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"testing"
@@ -23,7 +23,7 @@ func TestCommands(t *testing.T) {
 	c.Timezone = "Europe/Berlin"
 	c.Agent.GatewayAutoContinueFreshness = 90 * time.Second
 
-	got := writeSideConfig(c)
+	got := WriteSideConfig(c)
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestCommands(t *testing.T) {
 }
 
 func TestCommandsDefaults(t *testing.T) {
-	got := writeSideConfig(config.Default())
+	got := WriteSideConfig(config.Default())
 	want := commands.DefaultConfig()
 	want.Location = time.Local
 	opts := cmp.Options{

@@ -1,6 +1,8 @@
-package main
+package node
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
@@ -9,7 +11,7 @@ import (
 
 // serveDebug serves Go's profiles (CPU, heap, goroutines) for diagnosing a
 // running server; it is off unless --debug-addr names a loopback address.
-func serveDebug(addr string, log *slog.Logger) {
+func serveDebug(ctx context.Context, addr string, log *slog.Logger) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -17,8 +19,10 @@ func serveDebug(addr string, log *slog.Logger) {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	stop := context.AfterFunc(ctx, func() { srv.Close() })
+	defer stop()
 	log.Info("debug profiles", "addr", addr)
-	if err := srv.ListenAndServe(); err != nil {
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("debug listener", "err", err)
 	}
 }

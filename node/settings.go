@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"os"
@@ -10,12 +10,12 @@ import (
 	"hermes/domain"
 )
 
-// writeSideConfig is the part of c the write side needs: the reset policies
+// WriteSideConfig is the part of c the write side needs: the reset policies
 // (default, per platform, per chat type), the key options, the time zone
 // and the resume freshness. c is expected to have passed Validate.
 // WhatsApp aliases are left empty: commands fills them from its
 // AliasSource.
-func writeSideConfig(c config.Config) commands.Config {
+func WriteSideConfig(c config.Config) commands.Config {
 	out := commands.DefaultConfig()
 	out.Keys.GroupSessionsPerUser = c.GroupSessionsPerUser
 	out.Keys.ThreadSessionsPerUser = c.ThreadSessionsPerUser
@@ -60,10 +60,10 @@ func domainPolicies(ps map[string]config.ResetPolicy) map[string]domain.ResetPol
 // contextSettings is what the session context prompt needs from the
 // configuration: connected platforms and their home channels, the home as
 // the agent sees it, and the redaction switch.
-func contextSettings(c config.Config, h homeLayout) domain.ContextSettings {
+func contextSettings(c config.Config, h Home) domain.ContextSettings {
 	out := domain.ContextSettings{
 		HomeChannels:     map[string]domain.HomeChannel{},
-		HermesHome:       displayHome(h.dir),
+		HermesHome:       displayHome(h.Dir),
 		RedactPII:        c.Privacy.RedactPII,
 		PIISafePlatforms: c.Privacy.PIISafePlatforms,
 	}

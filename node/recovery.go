@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -15,15 +15,6 @@ import (
 	"hermes/events"
 	"hermes/projections/sessions"
 )
-
-// daemonSettings are what `hermes serve` was started with.
-type daemonSettings struct {
-	cfg         config.Config
-	home        homeLayout
-	manualClock bool
-	logLevel    string
-	debugAddr   string
-}
 
 // recover runs startup recovery before /readyz turns ready and before any
 // turn is accepted: after an unclean stop, lanes whose turn was open are
@@ -70,7 +61,7 @@ func (rt *runtime) recover(ctx context.Context) error {
 
 // consumeCleanShutdownMarker honours and removes Hermes' .clean_shutdown.
 func (rt *runtime) consumeCleanShutdownMarker() bool {
-	path := rt.home.cleanShutdown()
+	path := rt.home.CleanShutdown()
 	if _, err := os.Stat(path); err != nil {
 		return false
 	}
@@ -78,7 +69,7 @@ func (rt *runtime) consumeCleanShutdownMarker() bool {
 		rt.log.Warn("could not consume .clean_shutdown; treating the previous run as unclean", "err", err)
 		return false
 	}
-	if d, err := os.Open(rt.home.dir); err == nil {
+	if d, err := os.Open(rt.home.Dir); err == nil {
 		d.Sync() // the removal must survive a power loss, or the marker could count twice
 		d.Close()
 	}
@@ -133,7 +124,7 @@ func (rt *runtime) recoverInterruptedRun(ctx context.Context, prev commands.Gate
 // opened (the turn_started event carries the node's name). On a single node
 // every open turn is its own. The turns of a node that never comes back are
 // closed by another node once that node's lease expired (the adoption rule,
-// cluster.go; see the README, Running on KurrentDB).
+// leases.go; see the README, Running on KurrentDB).
 func (rt *runtime) ownTurns(ctx context.Context, open []string) ([]string, error) {
 	node := rt.handler.Node()
 	if node == "" {
@@ -160,12 +151,12 @@ func (rt *runtime) suspendStuckLoops(ctx context.Context) error {
 		return err
 	}
 	threshold := rt.cfg.Recovery.StuckLoopThreshold
-	stuck, err := rt.lanes.StuckLanes(ctx, threshold)
+	stuck, err := rt.models.lanes().StuckLanes(ctx, threshold)
 	if err != nil {
 		return err
 	}
 	for _, key := range stuck {
-		row, err := rt.lanes.Lane(ctx, key)
+		row, err := rt.models.lanes().Lane(ctx, key)
 		if errors.Is(err, sessions.ErrNotFound) {
 			continue
 		}
@@ -196,7 +187,7 @@ func (rt *runtime) caughtUp(ctx context.Context) error {
 }
 
 func (rt *runtime) openLanes(ctx context.Context) ([]string, error) {
-	rows, err := rt.lanes.OpenTurns(ctx)
+	rows, err := rt.models.lanes().OpenTurns(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +306,7 @@ func (rt *runtime) finish(ctx context.Context, clean, restarting bool, stopBy ti
 	}
 	if clean {
 		rt.purgeAtStop(waitCtx, caughtUp)
-		f, err := os.OpenFile(rt.home.cleanShutdown(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		f, err := os.OpenFile(rt.home.CleanShutdown(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 		if err != nil {
 			rt.log.Error("write .clean_shutdown", "err", err)
 			return
