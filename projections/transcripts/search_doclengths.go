@@ -95,7 +95,15 @@ func (l *docLengths) of(ctx context.Context, tx *sql.Tx, table string, writeCoun
 		return nil, fmt.Errorf("document lengths of %s: %w", table, err)
 	}
 	if snapshotMax < cur.maxID {
-		return nil, errUnsupportedIndex // an older snapshot than the copy
+		// Either an older snapshot than the copy (appends since wrote
+		// leaves: FTS5's write counter only grows with them), or the rows
+		// of the highest ids went away (their deletion writes no leaf
+		// when secure-delete takes their terms out in place): the copy
+		// is then read again, as after any rows went away.
+		if writeCounter < cur.writeCounter {
+			return nil, errUnsupportedIndex
+		}
+		return nil, errLengthsNotLoaded
 	}
 	if snapshotMax > docLengthIDLimit(rows) {
 		return nil, errUnsupportedIndex

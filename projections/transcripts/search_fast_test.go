@@ -3,6 +3,7 @@ package transcripts
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -247,40 +248,91 @@ func TestFastSearchResultsEqualSlow(t *testing.T) {
 // SQLite's statement (a one-shot search never reads them all) while the
 // lengths are read in the background; after that, searches take the fast
 // path, also after new messages (brought up to date), and after messages
-// went away the lengths are read again in the background, with the same
-// results throughout.
+// went away (the oldest, or the newest: the highest id then goes down)
+// the lengths are read again in the background, with the same results
+// throughout.
 func TestFastPathLengthsLoadInBackground(t *testing.T) {
-	p := openTemp(t)
-	c := newCorpus(31, 8)
-	mustApply(t, p, c.events(1200))
-	word := c.words[1]
-	ranked := func(stage string, wantFast bool) {
-		t.Helper()
-		before := fastSearches.Load()
-		got := search(t, p, SearchQuery{Query: word})
-		if fast := fastSearches.Load() > before; fast != wantFast {
-			t.Errorf("%s: ranked by the fast path %t, want %t", stage, fast, wantFast)
-		}
-		want, _ := bm25Reference(t, p, "messages_fts", word, nil, defaultSearchLimit, 0)
-		if diff := gocmp.Diff(want, inOrder(got)); diff != "" {
-			t.Errorf("%s: Search(%q) ids (-bm25 reference +got):\n%s", stage, word, diff)
-		}
+	for _, tc := range []struct {
+		name  string
+		order string // which session goes: the one of the lowest or the highest message id
+	}{
+		{"oldest session cleared", "ASC"},
+		{"newest session cleared", "DESC"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := openTemp(t)
+			c := newCorpus(31, 8)
+			mustApply(t, p, c.events(1200))
+			word := c.words[1]
+			ranked := func(stage string, wantFast bool) {
+				t.Helper()
+				before := fastSearches.Load()
+				got := search(t, p, SearchQuery{Query: word})
+				if fast := fastSearches.Load() > before; fast != wantFast {
+					t.Errorf("%s: ranked by the fast path %t, want %t", stage, fast, wantFast)
+				}
+				want, _ := bm25Reference(t, p, "messages_fts", word, nil, defaultSearchLimit, 0)
+				if diff := gocmp.Diff(want, inOrder(got)); diff != "" {
+					t.Errorf("%s: Search(%q) ids (-bm25 reference +got):\n%s", stage, word, diff)
+				}
+			}
+			ranked("cold", false)
+			p.docLengths.loads.Wait()
+			ranked("loaded", true)
+			mustApply(t, p, c.events(300))
+			ranked("appended", true)
+			var sid string
+			if err := p.readTx(context.Background(), func(tx *sql.Tx) error {
+				return tx.QueryRow(`SELECT session_id FROM messages ORDER BY id ` + tc.order + ` LIMIT 1`).Scan(&sid)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			mustApply(t, p, c.h.tr(sid, events.TranscriptCleared{SessionID: sid, At: c.now}))
+			ranked("rows went away", false)
+			p.docLengths.loads.Wait()
+			ranked("read again", true)
+		})
 	}
-	ranked("cold", false)
-	p.docLengths.loads.Wait()
-	ranked("loaded", true)
-	mustApply(t, p, c.events(300))
-	ranked("appended", true)
-	var sid string
-	if err := p.readTx(context.Background(), func(tx *sql.Tx) error {
-		return tx.QueryRow(`SELECT session_id FROM messages ORDER BY id LIMIT 1`).Scan(&sid)
-	}); err != nil {
+}
+
+// TestFastPathOlderSnapshotThanTheLengths: given row lengths that a
+// search brought up to date with new messages, when a search whose
+// snapshot predates those messages ranks, then the fast path declines
+// (the lengths describe rows it cannot see) without reading them again,
+// and a search of the current snapshot keeps the fast path.
+func TestFastPathOlderSnapshotThanTheLengths(t *testing.T) {
+	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
+	loadLengthsInline = true
+	p := openTemp(t)
+	c := newCorpus(43, 8)
+	mustApply(t, p, c.events(400))
+	word := c.words[1]
+	search(t, p, SearchQuery{Query: word}) // reads the lengths
+	fq, ok := parseFastQuery("messages_fts", word)
+	if !ok {
+		t.Fatalf("parseFastQuery(%q) refused", word)
+	}
+	ctx := context.Background()
+	err := p.readTx(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM messages`).Scan(&n); err != nil {
+			return err // the snapshot starts here
+		}
+		mustApply(t, p, c.events(200))
+		before := fastSearches.Load()
+		search(t, p, SearchQuery{Query: word}) // another connection: the copy moves on
+		if fastSearches.Load() == before {
+			t.Errorf("Search(%q) of the current snapshot was not ranked by the fast path", word)
+		}
+		_, err := p.fastScores(ctx, tx, "messages_fts", fq)
+		if !errors.Is(err, errUnsupportedIndex) || errors.Is(err, errLengthsNotLoaded) {
+			t.Errorf("fastScores of the older snapshot = %v, want errUnsupportedIndex (not a new read of the lengths)", err)
+		}
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	mustApply(t, p, c.h.tr(sid, events.TranscriptCleared{SessionID: sid, At: c.now}))
-	ranked("rows went away", false)
-	p.docLengths.loads.Wait()
-	ranked("read again", true)
 }
 
 // TestWarmSearch: after WarmSearch has read the lengths, the first search
