@@ -12,6 +12,7 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 
 	"hermes/events"
+	"hermes/projections/transcripts/fts5"
 )
 
 // TestFastScoresEqualBM25: given a history applied in many small batches
@@ -21,9 +22,8 @@ import (
 // bm25()'s double bit for bit — after appends (the document lengths
 // brought up to date) and after deletions (read again) alike.
 func TestFastScoresEqualBM25(t *testing.T) {
-	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
-	loadLengthsInline = true
 	p := openTemp(t)
+	useRanker(t, p, inlineRanker)
 	c := newCorpus(23, 12)
 	apply := func(n int) {
 		for range n / 50 {
@@ -55,26 +55,10 @@ func TestFastScoresEqualBM25(t *testing.T) {
 		}
 		return qs
 	}()
-	var checkOnce func(stage string)
-	check := func(stage string) {
-		t.Helper()
-		defer func(old int64) { parallelPages = old }(parallelPages)
-		for _, parallelPages = range []int64{parallelPages, 0} {
-			bySegments := segmentReads.Load()
-			checkOnce(fmt.Sprintf("%s, phrases of %d+ pages by segments", stage, parallelPages))
-			if parallelPages == 0 && segmentReads.Load() == bySegments {
-				t.Errorf("%s: no phrase was read by segments", stage)
-			}
-		}
-	}
-	checkOnce = func(stage string) {
+	checkScores := func(stage string) {
 		t.Helper()
 		ctx := context.Background()
 		for _, q := range queries {
-			fq, ok := parseFastQuery(q.table, q.query)
-			if !ok {
-				t.Fatalf("%s: parseFastQuery(%s, %q) refused", stage, q.table, q.query)
-			}
 			want, got := map[int64]uint64{}, map[int64]uint64{}
 			err := p.readTx(ctx, func(tx *sql.Tx) error {
 				rows, err := tx.QueryContext(ctx, `SELECT rowid, bm25(`+q.table+`) FROM `+q.table+` WHERE `+q.table+` MATCH ?`, q.query)
@@ -93,12 +77,12 @@ func TestFastScoresEqualBM25(t *testing.T) {
 				if err := rows.Err(); err != nil {
 					return err
 				}
-				rk, err := p.fastScores(ctx, tx, q.table, fq)
+				rk, err := p.ranker.Rank(ctx, tx, ftsTable(q.table), q.query)
 				if err != nil {
 					return err
 				}
-				for _, s := range rk.all {
-					got[s.id] = math.Float64bits(s.score)
+				for _, m := range rk.All() {
+					got[m.ID] = math.Float64bits(m.Score)
 				}
 				return nil
 			})
@@ -110,13 +94,26 @@ func TestFastScoresEqualBM25(t *testing.T) {
 			}
 		}
 	}
+	// check scores every query with a ranker that reads phrases streamed,
+	// then with one that reads them by segments; it returns how many
+	// phrases both read merged.
+	check := func(stage string) (merged int64) {
+		t.Helper()
+		for _, parallelPages := range []int64{fts5.DefaultParallelPages, 1} {
+			useRanker(t, p, fts5.Options{LoadLengthsInline: true, ParallelPages: parallelPages})
+			checkScores(fmt.Sprintf("%s, phrases of %d+ pages by segments", stage, parallelPages))
+			if parallelPages == 1 && p.ranker.Stats().BySegments == 0 {
+				t.Errorf("%s: no phrase was read by segments", stage)
+			}
+			merged += p.ranker.Stats().Merged
+		}
+		return merged
+	}
 	apply(1500)
-	merged := mergedReads.Load()
-	check("appended")
+	merged := check("appended")
 	apply(700)
-	check("more appended")
-	if mergedReads.Load() != merged {
-		t.Errorf("rows only appended: %d phrases read merged, want every one streamed", mergedReads.Load()-merged)
+	if merged += check("more appended"); merged != 0 {
+		t.Errorf("rows only appended: %d phrases read merged, want every one streamed", merged)
 	}
 	var gone []events.Envelope
 	for _, sid := range []string{"20260301_000000_00000002", "20260301_000000_00000005"} {
@@ -125,63 +122,11 @@ func TestFastScoresEqualBM25(t *testing.T) {
 	sid := "20260301_000000_00000003"
 	gone = append(gone, c.h.tr(sid, events.TurnsRewound{SessionID: sid, TargetMessageID: 0, TurnsUndone: 1, At: c.now})...)
 	mustApply(t, p, gone)
-	merged = mergedReads.Load()
-	check("cleared and rewound")
-	if mergedReads.Load() == merged {
+	if check("cleared and rewound") == 0 {
 		t.Errorf("after rows were re-indexed, no phrase was read merged: the merged path is not exercised")
 	}
 	apply(600)
 	check("appended after deletions")
-}
-
-// TestParseFastQuery: the queries the fast path ranks, and those it
-// leaves to SQLite.
-func TestParseFastQuery(t *testing.T) {
-	for _, tc := range []struct {
-		table, query string
-		want         *fastQuery // nil: refused
-	}{
-		{"messages_fts", "Docker", &fastQuery{phrases: []ftsPhrase{{terms: []string{"docker"}}}}},
-		{"messages_fts", "deploy*", &fastQuery{phrases: []ftsPhrase{{terms: []string{"deploy"}, prefix: true}}}},
-		{"messages_fts", `"memory leak"`, &fastQuery{phrases: []ftsPhrase{{terms: []string{"memory", "leak"}}}}},
-		{"messages_fts", "redis OR memcached", &fastQuery{or: true, phrases: []ftsPhrase{{terms: []string{"redis"}}, {terms: []string{"memcached"}}}}},
-		{"messages_fts", "a AND b c", &fastQuery{phrases: []ftsPhrase{{terms: []string{"a"}}, {terms: []string{"b"}}, {terms: []string{"c"}}}}},
-		{"messages_fts", "a NOT b", nil},
-		{"messages_fts", "a OR b c", nil}, // AND and OR mixed
-		{"messages_fts", "OR a", nil},     // an operator without two sides
-		{"messages_fts", "a OR", nil},     // an operator without two sides
-		{"messages_fts", "a b OR", nil},
-		{"messages_fts", "a OR b OR", nil},
-		{"messages_fts", "a OR OR b", nil},
-		{"messages_fts", "AND", nil},
-		{"messages_fts", `"read_file"`, &fastQuery{phrases: []ftsPhrase{{terms: []string{"read", "file"}}}}},
-		{"messages_fts", `"Docker-Compose up"`, &fastQuery{phrases: []ftsPhrase{{terms: []string{"docker", "compose", "up"}}}}},
-		{"messages_fts", `"--"`, nil},
-		{"messages_fts", "read_file", nil},
-		{"messages_fts", `"café au lait"`, nil},
-		{"messages_fts", "café", nil}, // folding and diacritics
-		{"messages_fts", `"ab"*`, nil},
-		{"messages_fts", "de*ploy", nil},
-		{"messages_fts", `"记忆断"`, nil},
-		{"messages_fts_trigram", `"记忆断裂"`, &fastQuery{phrases: []ftsPhrase{{terms: []string{"记忆断", "忆断裂"}}}}},
-		{"messages_fts_trigram", `"记忆" "断裂问"`, nil},
-		{"messages_fts_trigram", `"记忆a断"`, nil},
-	} {
-		got, ok := parseFastQuery(tc.table, tc.query)
-		if tc.want == nil {
-			if ok {
-				t.Errorf("parseFastQuery(%s, %q) = %+v, want refused", tc.table, tc.query, got)
-			}
-			continue
-		}
-		if !ok {
-			t.Errorf("parseFastQuery(%s, %q) refused, want %+v", tc.table, tc.query, *tc.want)
-			continue
-		}
-		if diff := gocmp.Diff(*tc.want, got, gocmp.AllowUnexported(fastQuery{}, ftsPhrase{})); diff != "" {
-			t.Errorf("parseFastQuery(%s, %q) (-want +got):\n%s", tc.table, tc.query, diff)
-		}
-	}
 }
 
 // TestFastSearchResultsEqualSlow: the whole results (ids, snippets,
@@ -191,9 +136,8 @@ func TestParseFastQuery(t *testing.T) {
 // several terms of the prefix), and trigram queries, whose snippets all
 // come from the scratch table.
 func TestFastSearchResultsEqualSlow(t *testing.T) {
-	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
-	loadLengthsInline = true
 	p, c := rankCorpus(t)
+	useRanker(t, p, inlineRanker)
 	w := c.words
 	queries := []SearchQuery{
 		{Query: w[0][:2] + "*"},
@@ -221,14 +165,14 @@ func TestFastSearchResultsEqualSlow(t *testing.T) {
 	)
 	scratchBefore := scratchPages.Load()
 	for _, q := range queries {
-		before := fastSearches.Load()
+		before := rankedByFTS5(p)
 		fast := search(t, p, q)
-		if fastSearches.Load() == before {
+		if rankedByFTS5(p) == before {
 			t.Errorf("Search(%q) was not ranked by the fast path", q.Query)
 		}
 		func() {
-			defer func(old bool) { fastSearch = old }(fastSearch)
-			fastSearch = false
+			useRanker(t, p, fts5.Options{Off: true})
+			defer useRanker(t, p, inlineRanker)
 			slow := search(t, p, q)
 			if len(slow) == 0 {
 				t.Fatalf("Search(%q): no results; the corpus does not exercise it", q.Query)
@@ -266,9 +210,9 @@ func TestFastPathLengthsLoadInBackground(t *testing.T) {
 			word := c.words[1]
 			ranked := func(stage string, wantFast bool) {
 				t.Helper()
-				before := fastSearches.Load()
+				before := rankedByFTS5(p)
 				got := search(t, p, SearchQuery{Query: word})
-				if fast := fastSearches.Load() > before; fast != wantFast {
+				if fast := rankedByFTS5(p) > before; fast != wantFast {
 					t.Errorf("%s: ranked by the fast path %t, want %t", stage, fast, wantFast)
 				}
 				want, _ := bm25Reference(t, p, "messages_fts", word, nil, defaultSearchLimit, 0)
@@ -277,7 +221,7 @@ func TestFastPathLengthsLoadInBackground(t *testing.T) {
 				}
 			}
 			ranked("cold", false)
-			p.docLengths.loads.Wait()
+			p.ranker.WaitLengths()
 			ranked("loaded", true)
 			mustApply(t, p, c.events(300))
 			ranked("appended", true)
@@ -289,7 +233,7 @@ func TestFastPathLengthsLoadInBackground(t *testing.T) {
 			}
 			mustApply(t, p, c.h.tr(sid, events.TranscriptCleared{SessionID: sid, At: c.now}))
 			ranked("rows went away", false)
-			p.docLengths.loads.Wait()
+			p.ranker.WaitLengths()
 			ranked("read again", true)
 		})
 	}
@@ -301,17 +245,12 @@ func TestFastPathLengthsLoadInBackground(t *testing.T) {
 // (the lengths describe rows it cannot see) without reading them again,
 // and a search of the current snapshot keeps the fast path.
 func TestFastPathOlderSnapshotThanTheLengths(t *testing.T) {
-	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
-	loadLengthsInline = true
 	p := openTemp(t)
+	useRanker(t, p, inlineRanker)
 	c := newCorpus(43, 8)
 	mustApply(t, p, c.events(400))
 	word := c.words[1]
 	search(t, p, SearchQuery{Query: word}) // reads the lengths
-	fq, ok := parseFastQuery("messages_fts", word)
-	if !ok {
-		t.Fatalf("parseFastQuery(%q) refused", word)
-	}
 	ctx := context.Background()
 	err := p.readTx(ctx, func(tx *sql.Tx) error {
 		var n int
@@ -319,14 +258,14 @@ func TestFastPathOlderSnapshotThanTheLengths(t *testing.T) {
 			return err // the snapshot starts here
 		}
 		mustApply(t, p, c.events(200))
-		before := fastSearches.Load()
+		before := rankedByFTS5(p)
 		search(t, p, SearchQuery{Query: word}) // another connection: the copy moves on
-		if fastSearches.Load() == before {
+		if rankedByFTS5(p) == before {
 			t.Errorf("Search(%q) of the current snapshot was not ranked by the fast path", word)
 		}
-		_, err := p.fastScores(ctx, tx, "messages_fts", fq)
-		if !errors.Is(err, errUnsupportedIndex) || errors.Is(err, errLengthsNotLoaded) {
-			t.Errorf("fastScores of the older snapshot = %v, want errUnsupportedIndex (not a new read of the lengths)", err)
+		_, err := p.ranker.Rank(ctx, tx, wordIndex, word)
+		if !errors.Is(err, fts5.ErrDeclined) {
+			t.Errorf("Rank of the older snapshot = %v, want ErrDeclined", err)
 		}
 		return nil
 	})
@@ -342,7 +281,7 @@ func TestWarmSearch(t *testing.T) {
 	c := newCorpus(37, 8)
 	mustApply(t, p, c.events(800))
 	p.WarmSearch()
-	p.docLengths.loads.Wait()
+	p.ranker.WaitLengths()
 	var cjk string
 	for _, w := range c.cjkWords {
 		if runeLen(w) >= 3 {
@@ -351,11 +290,11 @@ func TestWarmSearch(t *testing.T) {
 		}
 	}
 	for _, q := range []string{c.words[0], cjk} {
-		before := fastSearches.Load()
+		before := rankedByFTS5(p)
 		if res := search(t, p, SearchQuery{Query: q}); len(res) == 0 {
 			t.Fatalf("Search(%q): no results; the corpus does not exercise it", q)
 		}
-		if fastSearches.Load() == before {
+		if rankedByFTS5(p) == before {
 			t.Errorf("Search(%q) after WarmSearch was not ranked by the fast path", q)
 		}
 	}
@@ -367,23 +306,22 @@ func TestWarmSearch(t *testing.T) {
 // id: it would be hundreds of MB for a few thousand rows) and SQLite's
 // statement ranks it, with bm25()'s answer.
 func TestFastPathDeclinesASparseIDSpace(t *testing.T) {
-	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
-	loadLengthsInline = true
 	p := openTemp(t)
+	useRanker(t, p, inlineRanker)
 	c := newCorpus(41, 8)
 	c.events(1200)
 	sid := "20260301_000000_sparse"
-	far := int64(maxDocLengthID) - 1
+	far := int64(1<<27) - 1 // past what the ranker keeps the row lengths of
 	c.h.tr(sid, events.MessagesImported{SessionID: sid, At: c.now, Messages: []events.ImportedMessage{
 		{ID: far, Role: "user", Content: ptr(c.words[1] + " imported far away"), Timestamp: 1},
 	}})
 	mustApply(t, p, c.h.all)
 	word := c.words[1]
 
-	before := fastSearches.Load()
+	before := rankedByFTS5(p)
 	got := search(t, p, SearchQuery{Query: word})
 
-	if fastSearches.Load() != before {
+	if rankedByFTS5(p) != before {
 		t.Fatalf("a table of ~1,000 rows with id %d was ranked by the fast path", far)
 	}
 	want, _ := bm25Reference(t, p, "messages_fts", word, nil, defaultSearchLimit, 0)
