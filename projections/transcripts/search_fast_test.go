@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	gocmp "github.com/google/go-cmp/cmp"
@@ -271,6 +272,64 @@ func TestFastPathOlderSnapshotThanTheLengths(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFastPathDuringAnIncrementalMerge: given an index whose incremental
+// merge is under way (FTS5's automerge leaves one between transactions)
+// and has taken the whole of one input segment (listed with first and
+// last page 0, its leaves not yet deleted) and part of the others, when
+// it is searched, then the fast path ranks the words of every segment
+// with bm25()'s answer.
+func TestFastPathDuringAnIncrementalMerge(t *testing.T) {
+	p := openTemp(t)
+	useRanker(t, p, inlineRanker)
+	h := newHistory()
+	key, sid := "agent:main:telegram:dm:merge", "20260301_000000_merge"
+	mustApply(t, p, h.lane(key, created(key, sid, at(0))))
+	// The first segment's terms sort before every other (the generator's
+	// words start with b or later): the merge takes all of its pages first.
+	var early []string
+	for i := range 1500 {
+		early = append(early, fmt.Sprintf("aardvark%04d", i))
+	}
+	mustApply(t, p, h.tr(sid, appended(sid, text("user", strings.Join(early, " ")), at(1))))
+	c := newCorpus(47, 8)
+	c.h.pos = h.pos
+	for range 3 {
+		mustApply(t, p, c.events(150))
+	}
+	ctx := context.Background()
+	if _, err := p.conn.ExecContext(ctx, "INSERT INTO messages_fts(messages_fts, rank) VALUES ('merge', 8)"); err != nil {
+		t.Fatal(err)
+	}
+	var taken, partly bool
+	if err := p.readTx(ctx, func(tx *sql.Tx) error {
+		segs, err := fts5.Segments(ctx, tx, "messages_fts")
+		for _, seg := range segs {
+			taken = taken || seg.FirstPage == 0
+			partly = partly || seg.FirstPage > 1
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !taken || !partly {
+		t.Fatalf("after a short merge: a segment taken whole %t, one taken in part %t; want both", taken, partly)
+	}
+	for _, q := range []string{"aardvark0000", "aardvark1499", c.words[0], c.words[1] + " " + c.words[2], `"` + c.words[0] + " " + c.words[1] + `"`, c.words[3][:3] + "*"} {
+		before := rankedByFTS5(p)
+		got := search(t, p, SearchQuery{Query: q})
+		if rankedByFTS5(p) == before {
+			t.Errorf("Search(%q) during the merge was not ranked by the fast path", q)
+		}
+		want, _ := bm25Reference(t, p, "messages_fts", q, nil, defaultSearchLimit, 0)
+		if len(want) == 0 {
+			t.Fatalf("Search(%q): no matches; the corpus does not exercise it", q)
+		}
+		if diff := gocmp.Diff(want, inOrder(got)); diff != "" {
+			t.Errorf("Search(%q) ids (-bm25 reference +got):\n%s", q, diff)
+		}
 	}
 }
 

@@ -51,6 +51,29 @@ func repeated(from int64, n int, word string, min, max int) map[int64]string {
 	return out
 }
 
+// aardvarks is one row of n words that sort before every word of words.
+func aardvarks(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "aardvark%04d ", i)
+	}
+	return b.String()
+}
+
+// manyWords returns n rows from id on of 5 to 40 words of a vocabulary of
+// 1000 (w000 to w999): doclists of many terms, segments of many pages.
+func manyWords(rng *rand.Rand, from int64, n int) map[int64]string {
+	out := map[int64]string{}
+	for i := range n {
+		var b strings.Builder
+		for range 5 + rng.IntN(36) {
+			fmt.Fprintf(&b, "w%03d ", rng.IntN(1000))
+		}
+		out[from+int64(i)] = b.String()
+	}
+	return out
+}
+
 // sentences returns n rows of rng-drawn words from id on.
 func sentences(rng *rand.Rand, from int64, n, minWords, maxWords int) map[int64]string {
 	out := map[int64]string{}
@@ -213,6 +236,32 @@ func fixtures() []fixture {
 			table:    Table{Name: "t", Tokenizer: Unicode61},
 			queries:  []string{"alpha", "alpha beta"},
 			declined: true,
+		},
+		{
+			// An incremental merge under way (FTS5 leaves one between
+			// transactions): it has taken the whole of the first segment,
+			// listed with first and last page 0 until the merge ends, and
+			// part of the others.
+			name:  "merging.db",
+			ddl:   `CREATE VIRTUAL TABLE t USING fts5(content)`,
+			setup: []string{`INSERT INTO t(t, rank) VALUES ('automerge', 0)`},
+			batches: []map[int64]string{
+				{1: aardvarks(1500)},
+				manyWords(rng, 2, 200), manyWords(rng, 202, 200), manyWords(rng, 402, 200),
+			},
+			after:   []string{`INSERT INTO t(t, rank) VALUES ('merge', 8)`},
+			table:   Table{Name: "t", Tokenizer: Unicode61},
+			queries: append(wordQueries, "aardvark0000", "aardvark1499", "aardvark*", "w001", "w002 w003", `"w004 w005"`, "w01*"),
+			check: func(t *testing.T, d *testDB) {
+				var taken, partly bool
+				for _, seg := range d.structureOf(t, "t").segments {
+					taken = taken || seg.first == 0
+					partly = partly || seg.first > 1
+				}
+				if !taken || !partly {
+					t.Errorf("a segment taken whole by the merge %t, one taken in part %t; want both", taken, partly)
+				}
+			},
 		},
 	}
 }

@@ -145,6 +145,20 @@ func (x *ftsIndex) structure() (ftsStructure, error) {
 	return s, nil
 }
 
+// withEntries returns s without the segments that an incremental merge
+// has taken whole: FTS5 lists them with first and last page 0 until the
+// merge ends (their leaves are deleted only then) and reads nothing from
+// them, their entries being in the merge's output segment.
+func (s ftsStructure) withEntries() ftsStructure {
+	kept := ftsStructure{writeCounter: s.writeCounter}
+	for _, seg := range s.segments {
+		if seg.first != 0 {
+			kept.segments = append(kept.segments, seg)
+		}
+	}
+	return kept
+}
+
 // averages returns the row count and the total token count (all columns)
 // of the averages record (%_data id 1), as xRowCount and
 // xColumnTotalSize(-1) report them.

@@ -206,6 +206,7 @@ func (r *Ranker) scores(ctx context.Context, tx *sql.Tx, table string, q fastQue
 	if err != nil {
 		return nil, err
 	}
+	s = s.withEntries()
 	rows, tokens, err := x.averages()
 	if err != nil {
 		return nil, err
