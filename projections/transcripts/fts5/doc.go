@@ -20,6 +20,10 @@
 //     order, and the C library's log() that SQLite links: sqliteLog). Ties
 //     are broken by ascending rowid (Ranking.Best), the order SQLite's
 //     stable sorter gives for rows fed in ascending rowid.
+//   - Exact over any structure of segments FTS5 writes: levels, merged
+//     and unmerged segments, and an incremental merge under way (a segment
+//     it has taken whole is listed with pages 0 and skipped: its entries
+//     are in the merge's output).
 //   - Exact: what it reads is the caller's snapshot: the index pages, the
 //     averages record and %_docsize as of tx. The row lengths kept in
 //     memory are used only when they agree with that snapshot (structure
