@@ -118,6 +118,14 @@ var readCases = map[string]func(h *harness, n int) readCheck{
 		id := h.resolve(dm(fmt.Sprint("exportall-", n))).Entry.SessionID
 		return readCheck{path: "/v1/export", status: 200, has: `"` + id + `"`}
 	},
+	"/v1/erasure/status": func(h *harness, n int) readCheck {
+		// Without a purge (the harness has none), an erasure is purged
+		// once the read models have it.
+		id := h.resolve(dm(fmt.Sprint("erase-", n))).Entry.SessionID
+		h.call("DELETE", transcript(id, ""), nil, 200, nil)
+		head := h.head()
+		return readCheck{path: "/v1/erasure/status", status: 200, has: fmt.Sprintf(`"head":%d,"target_position":%d,"purged_through":%d`, head, head, head)}
+	},
 	"/v1/stats/tokens": func(h *harness, n int) readCheck {
 		id := h.resolve(dm(fmt.Sprint("stats-", n))).Entry.SessionID
 		model := fmt.Sprint("model-", n)

@@ -65,8 +65,16 @@ type Deps struct {
 	// Purge, after an erasure, waits until the read models have applied
 	// the whole log and removes erased content from every file hermes
 	// writes (docs/ERASURE.md); the erasing routes answer only after it
-	// returned. Nil: nothing beyond the log's own erasure.
+	// returned, however long it takes (a purge goes on when its request
+	// ends first). Nil: nothing beyond the log's own erasure.
 	Purge func(ctx context.Context) error
+	// PurgeStatus, when not nil, reports the purges (GET
+	// /v1/erasure/status; nil: 404).
+	PurgeStatus func() PurgeStatus
+	// LogDamaged, when not nil, says why the event log takes no more
+	// writes: damage was found in it (/readyz says damaged; the store
+	// itself refuses the writes).
+	LogDamaged func() error
 	// Context configures the session context prompt of
 	// /v1/sessions/{key}/context (connected platforms, home channels,
 	// hermes home, privacy.redact_pii).

@@ -121,20 +121,55 @@ func (s *Server) transcriptRoutes(rt routes) {
 	rt.get("/stats/tokens", s.tokenStats)
 	rt.post("/maintenance/prune-sessions", s.pruneSessions)
 	rt.post("/erasure", s.forget)
+	rt.get("/erasure/status", s.purgeStatus)
 	s.sessionDBRoutes(rt)
 }
 
 // erased waits until the read models have the erasure at pos and purges
 // the erased content from every file (Deps.Purge): an erasure is answered
 // only once its content is unrecoverable.
+//
+// It waits as long as the work needs, not the 10 s of a read: the purge
+// waits for the read models itself, and a big erasure (thousands of
+// messages) under load takes longer; answering 503 then would say nothing
+// of an erasure that is committed. GET /v1/erasure/status shows the
+// purge's progress.
 func (s *Server) erased(ctx context.Context, pos uint64) error {
-	if err := s.readAfter(ctx, pos); err != nil {
+	if s.Purge == nil {
+		return s.readAfter(ctx, pos)
+	}
+	s.wrote(pos)
+	return s.Purge(ctx)
+}
+
+// PurgeStatus is GET /v1/erasure/status: the purges that make erasures
+// unrecoverable from every file.
+type PurgeStatus struct {
+	Purging bool `json:"purging"`
+	// Head is the log's head now.
+	Head uint64 `json:"head"`
+	// Target is the head when the running or last purge started.
+	Target uint64 `json:"target_position"`
+	// PurgedThrough is the target of the last purge that completed.
+	PurgedThrough uint64     `json:"purged_through"`
+	StartedAt     *time.Time `json:"started_at"`
+	FinishedAt    *time.Time `json:"finished_at"`
+	LastError     string     `json:"last_error,omitempty"`
+}
+
+func (s *Server) purgeStatus(w http.ResponseWriter, r *http.Request) error {
+	head, err := s.Store.Head(r.Context())
+	if err != nil {
 		return err
 	}
-	if s.Purge == nil {
-		return nil
+	if s.PurgeStatus == nil {
+		// Without a purge, an erasure is complete once the read models
+		// have it, which the read-your-writes wait of this route saw.
+		return respond(w, PurgeStatus{Head: head, Target: head, PurgedThrough: head})
 	}
-	return s.Purge(ctx)
+	st := s.PurgeStatus()
+	st.Head = head
+	return respond(w, st)
 }
 
 // forget is POST /v1/erasure: forget a person.

@@ -13,9 +13,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
+	"hermes/adapters/eventstore/sqlite"
 	"hermes/projections/transcripts"
 )
 
@@ -224,67 +226,141 @@ func syncDir(dir string) {
 // force.
 var ErrHomeNotEmpty = errors.New("not empty")
 
+// RestoreReport is what Restore did: the backup's manifest, what it
+// measured in the copy it put in place, and where the log it replaced
+// was kept.
+type RestoreReport struct {
+	Manifest Manifest
+	// Events and Head are counted in the restored log, not taken from the
+	// manifest.
+	Events, Head uint64
+	// PreviousLog is the log the restore replaced, kept aside as
+	// events.db.pre-restore-<UTC time> (with its -wal and -shm); "" when
+	// the home had none.
+	PreviousLog string
+}
+
+// preRestoreSuffix marks the log a restore replaced.
+const preRestoreSuffix = ".pre-restore-"
+
 // Restore puts the backup in dir into home h: it verifies the backup
-// against its manifest, takes the home's lock, puts the log in place, and
-// calls rebuild, which rebuilds the read models from it (RebuildOffline),
-// while it holds the lock. A home that is not empty is refused
+// against its manifest, copies it into the home and checks the copy
+// whole, as hermes check does (SQLite's integrity check, every event read
+// and decoded, positions without holes, each stream's versions 1, 2, 3,
+// …) and against the manifest's counts, before it replaces anything; then,
+// holding the home's lock, it keeps the current log aside
+// (events.db.pre-restore-<time>, deleted by the next erasure's purge),
+// puts the copy in place, and calls rebuild, which rebuilds the read
+// models from it (RebuildOffline). A copy that fails a check is deleted
+// and the home is left as it was. A home that is not empty is refused
 // (ErrHomeNotEmpty) unless force; a Python Hermes state.db always is.
-func Restore(ctx context.Context, h Home, dir string, force bool, rebuild func(context.Context) error) (Manifest, error) {
-	var m Manifest
+func Restore(ctx context.Context, h Home, dir string, force bool, rebuild func(context.Context) error) (RestoreReport, error) {
+	var rep RestoreReport
+	m := &rep.Manifest
 	data, err := os.ReadFile(filepath.Join(dir, ManifestName))
 	if err != nil {
-		return m, fmt.Errorf("restore: %w", err)
+		return rep, fmt.Errorf("restore: %w", err)
 	}
-	if err := json.Unmarshal(data, &m); err != nil {
-		return m, fmt.Errorf("restore: %s: %w", ManifestName, err)
+	if err := json.Unmarshal(data, m); err != nil {
+		return rep, fmt.Errorf("restore: %s: %w", ManifestName, err)
 	}
 	if m.Format != manifestFormat || m.File != BackupLogName {
-		return m, fmt.Errorf("restore: %s is not a hermes backup (format %q)", dir, m.Format)
+		return rep, fmt.Errorf("restore: %s is not a hermes backup (format %q)", dir, m.Format)
 	}
 	src := filepath.Join(dir, m.File)
 	sum, _, err := fileSHA256(src)
 	if err != nil {
-		return m, fmt.Errorf("restore: %w", err)
+		return rep, fmt.Errorf("restore: %w", err)
 	}
 	if sum != m.SHA256 {
-		return m, fmt.Errorf("restore: %s does not match its manifest (sha256 %s, manifest %s): the backup is damaged", src, sum, m.SHA256)
+		return rep, fmt.Errorf("restore: %s does not match its manifest (sha256 %s, manifest %s): the backup is damaged", src, sum, m.SHA256)
 	}
 	if entries, err := os.ReadDir(h.Dir); err == nil && len(entries) > 0 && !force {
-		return m, fmt.Errorf("restore: %s is %w; pass --force to replace its log (hermes serve stopped)", h.Dir, ErrHomeNotEmpty)
+		return rep, fmt.Errorf("restore: %s is %w; pass --force to replace its log (hermes serve stopped)", h.Dir, ErrHomeNotEmpty)
 	}
 	if err := h.Ensure(); err != nil {
-		return m, err
+		return rep, err
 	}
 	lock, err := h.Lock()
 	if err != nil {
-		return m, fmt.Errorf("restore needs hermes serve stopped: %w", err)
+		return rep, fmt.Errorf("restore needs hermes serve stopped: %w", err)
 	}
 	defer lock.Release()
 	if foreignStateDB(h.StateDB()) {
-		return m, fmt.Errorf("restore: %s: %w; move it aside first", h.StateDB(), transcripts.ErrForeignDatabase)
+		return rep, fmt.Errorf("restore: %s: %w; move it aside first", h.StateDB(), transcripts.ErrForeignDatabase)
 	}
 	tmp := h.EventsDB() + ".restore-tmp"
 	if err := copySynced(src, tmp); err != nil {
 		os.Remove(tmp)
-		return m, fmt.Errorf("restore: %w", err)
+		return rep, fmt.Errorf("restore: %w", err)
 	}
-	for _, suffix := range []string{"-wal", "-shm"} {
-		if err := os.Remove(h.EventsDB() + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return m, fmt.Errorf("restore: %w", err)
+	if err := checkRestoredCopy(ctx, tmp, *m, &rep); err != nil {
+		removeDB(tmp)
+		return rep, fmt.Errorf("restore: %w; the home's log is untouched", err)
+	}
+	if _, err := os.Stat(h.EventsDB()); err == nil {
+		rep.PreviousLog = h.EventsDB() + preRestoreSuffix + time.Now().UTC().Format("20060102T150405Z")
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			if err := os.Rename(h.EventsDB()+suffix, rep.PreviousLog+suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return rep, fmt.Errorf("restore: keep the previous log aside: %w", err)
+			}
 		}
 	}
 	if err := os.Rename(tmp, h.EventsDB()); err != nil {
-		return m, fmt.Errorf("restore: %w", err)
+		return rep, fmt.Errorf("restore: %w", err)
 	}
 	syncDir(h.HermesDir())
 	// A marker of the home's previous run says nothing about this log.
 	if err := os.Remove(h.CleanShutdown()); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return m, fmt.Errorf("restore: %w", err)
+		return rep, fmt.Errorf("restore: %w", err)
 	}
 	if err := rebuild(ctx); err != nil {
-		return m, fmt.Errorf("restore: the log is in place, rebuilding the read models failed (run hermes projections rebuild): %w", err)
+		return rep, fmt.Errorf("restore: the log is in place, rebuilding the read models failed (run hermes projections rebuild): %w", err)
 	}
-	return m, nil
+	return rep, nil
+}
+
+// checkRestoredCopy checks the copy at path whole (sqlite.Check) and
+// against the manifest's event count and head, and records what it
+// counted in rep.
+func checkRestoredCopy(ctx context.Context, path string, m Manifest, rep *RestoreReport) error {
+	found, err := sqlite.Check(ctx, path, sqlite.CheckOptions{})
+	if err != nil {
+		return fmt.Errorf("the backup cannot be checked: %w", err)
+	}
+	if !found.OK() {
+		lines := strings.Split(strings.TrimSpace(found.Summary()), "\n")
+		return fmt.Errorf("the backup is damaged: %s", strings.Join(lines[min(1, len(lines)-1):], "; "))
+	}
+	if found.Events != m.Events || found.Head != m.HeadPosition {
+		return fmt.Errorf("the backup holds %d events up to position %d, its manifest says %d up to %d: it is not the backup the manifest describes",
+			found.Events, found.Head, m.Events, m.HeadPosition)
+	}
+	rep.Events, rep.Head = found.Events, found.Head
+	return nil
+}
+
+// removeDB removes a SQLite file with its -wal and -shm.
+func removeDB(path string) {
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Remove(path + suffix)
+	}
+}
+
+// dropPreRestoreLogs deletes the logs restores kept aside in h (an erasure
+// cannot reach into them).
+func dropPreRestoreLogs(log *slog.Logger, h Home) error {
+	matches, err := filepath.Glob(h.EventsDB() + preRestoreSuffix + "*")
+	if err != nil {
+		return err
+	}
+	for _, p := range matches {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("delete %s: %w", p, err)
+		}
+		log.Info("deleted the log a restore kept aside: an erasure cannot reach into it", "file", p)
+	}
+	return nil
 }
 
 func copySynced(src, dst string) error {

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"hermes/adapters/hooks"
+	"hermes/api"
 	"hermes/commands"
 )
 
@@ -15,12 +16,34 @@ import (
 // secure_delete), checkpoints and truncates the WAL of the log and of both
 // read models, rewrites sessions.json, and drops the erased bodies from the
 // webhooks' poison log, and deletes the damaged read models moved aside
-// (heal.go: they cannot be erased in, so they go). It is idempotent.
+// (heal.go) and the logs a restore kept aside (backup.go): they cannot be
+// erased in, so they go. It is idempotent.
 func (rt *runtime) purge(ctx context.Context) error {
 	if err := rt.purgeLive(ctx); err != nil {
 		return err
 	}
+	if err := dropPreRestoreLogs(rt.log, rt.home); err != nil {
+		return fmt.Errorf("purge: %w", err)
+	}
 	return dropBrokenCopies(rt.log, rt.home.LanesDB(), rt.home.StateDB())
+}
+
+// purgeForRequest is the purge an erasing request waits for
+// (api.Deps.Purge): run by the purger, so that it completes when the
+// request ends first.
+func (rt *runtime) purgeForRequest(ctx context.Context) error {
+	if rt.purges == nil {
+		return rt.purge(ctx)
+	}
+	return rt.purges.purge(ctx)
+}
+
+// purgeStatus is api.Deps.PurgeStatus.
+func (rt *runtime) purgeStatus() api.PurgeStatus {
+	if rt.purges == nil {
+		return api.PurgeStatus{}
+	}
+	return rt.purges.state()
 }
 
 // purgeLive is purge of the files in use, keeping the moved-aside copies.
@@ -94,9 +117,13 @@ func (rt *runtime) recoverErasures(ctx context.Context, purgedAtStop bool) error
 		rt.models.state().MarkPurged()
 		return nil
 	}
-	// No erasure since the last purge: a read model moved aside at this
-	// start holds nothing erased, and is kept (storage.broken_retention).
-	return rt.purgeLive(ctx)
+	// The last run did not purge at its stop (a crash, or read models
+	// behind the log): an erasure it committed may never have reached a
+	// read model moved aside since (a damaged file cannot be erased in),
+	// so the moved-aside copies go too, whatever storage.broken_retention
+	// says: the stricter rule for people's data wins over keeping damage to
+	// look at.
+	return rt.purge(ctx)
 }
 
 // purgeAtStop purges every file at a clean stop, after the stop is on the

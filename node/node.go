@@ -49,6 +49,10 @@ type Config struct {
 	// StopOverdue, when not nil, is called when a stop outlasts
 	// agent.shutdown_timeout (hermes serve exits 1 there, unclean).
 	StopOverdue func()
+
+	// startCheckMax, when not 0, bounds the files checked whole before
+	// serving (startCheckMaxBytes otherwise): a test lowers it.
+	startCheckMax int64
 }
 
 // ErrRestart is what Run returns after a restart was asked for (SIGUSR1,
@@ -90,6 +94,9 @@ type runtime struct {
 	log    *slog.Logger
 	clamps *clampLogger
 	now    func() time.Time
+	// verifyLater: the log is too big to check before serving; Run checks
+	// it in the background (logcheck.go).
+	verifyLater bool
 	// startCheckMax bounds the read models quick-checked before ready
 	// (heal.go); a bigger one is checked once serving.
 	startCheckMax int64
@@ -110,6 +117,9 @@ type runtime struct {
 	handler  *commands.Handler
 	server   *api.Server
 	listener net.Listener
+	// purges runs the purges the erasing requests ask for (purger.go);
+	// set by run before it serves.
+	purges *purger
 	// requestRestart asks run to stop and exit with the restart code.
 	requestRestart func()
 }
@@ -137,6 +147,9 @@ func Open(ctx context.Context, c Config) (*Node, error) {
 	applyMemorySettings(memCtx, s.cfg.Memory, log)
 
 	rt := newRuntime(s, log)
+	if c.startCheckMax > 0 {
+		rt.startCheckMax = c.startCheckMax
+	}
 	var clock *api.ManualClock
 	if s.manualClock {
 		clock = api.NewManualClock(time.Now())
@@ -205,7 +218,9 @@ func Open(ctx context.Context, c Config) (*Node, error) {
 			AllowedHosts: s.cfg.API.AllowedHosts, AllowedOrigins: s.cfg.API.AllowedOrigins},
 		MaxFollowers:        s.cfg.API.MaxFollowers,
 		FollowerBufferBytes: s.cfg.API.FollowerBufferBytes,
-		Purge:               rt.purge,
+		Purge:               rt.purgeForRequest,
+		PurgeStatus:         rt.purgeStatus,
+		LogDamaged:          rt.logDamaged,
 		Restart:             rt.requestRestart,
 	})
 	return &Node{rt: rt, lock: lock, stopMemory: stopMemory, restart: restart}, nil
@@ -241,6 +256,10 @@ func (rt *runtime) open(ctx context.Context, progress func(done, total uint64)) 
 	}
 	if err != nil {
 		return err
+	}
+	if rt.verifyLater, err = rt.verifyLogAtStart(ctx); err != nil {
+		rt.raw.Close()
+		return damagedLogError(rt.home, err)
 	}
 	rt.eraser, _ = rt.raw.(events.Eraser)
 	rt.snapshots, _ = rt.raw.(events.SnapshotStore)
@@ -350,12 +369,18 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 	if rt.debugAddr != "" {
 		serving.start("debug", func(ctx context.Context, log *slog.Logger) { serveDebug(ctx, rt.debugAddr, log) })
 	}
+	if rt.verifyLater {
+		serving.start("logcheck", rt.verifyLogLater) // logcheck.go
+	}
 	// The runner outlives a cancelled ctx: the drain still needs the read
 	// models; it is stopped explicitly after the stop is recorded.
 	runCtx, stopRunner := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRunner()
 	runnerDone := make(chan error, 1)
 	go func() { runnerDone <- rt.runner.Run(runCtx) }()
+	// The erasing requests' purges run on the runner's context: they
+	// outlive a request that ends first (purger.go).
+	rt.purges = newPurger(runCtx, rt.purge, rt.raw.Head)
 	defer rt.rebuilds.close()
 
 	srv := &http.Server{

@@ -125,10 +125,16 @@ func newRestoreCommand(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "restore <backup>",
 		Short: "Restore a backup into --home and rebuild the read models",
-		Long: `Verifies the backup's checksum, copies its log to <home>/hermes/events.db
-and rebuilds lanes.db and state.db from it. A home that is not empty is
-refused unless --force (hermes serve must be stopped; Python Hermes'
-state.db is never overwritten). Start hermes serve afterwards.`,
+		Long: `Verifies the backup's checksum, copies its log into the home and checks the
+copy whole (as hermes check does, and against the manifest's counts) before
+it replaces anything, keeps the log it replaces as
+<home>/hermes/events.db.pre-restore-<time> (deleted by the next erasure),
+puts the copy at <home>/hermes/events.db and rebuilds lanes.db and state.db
+from it. A backup that fails a check leaves the home untouched. <backup> is
+a backup's folder, or the folder given to hermes backup (its newest
+complete backup is restored). A home that is not empty is refused unless
+--force (hermes serve must be stopped; Python Hermes' state.db is never
+overwritten). Start hermes serve afterwards.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, err := resolveHome(g)
@@ -146,12 +152,15 @@ state.db is never overwritten). Start hermes serve afterwards.`,
 			if dir != args[0] {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s holds %d backups; restoring the newest complete one: %s\n", args[0], found, dir)
 			}
-			m, err := restore(orBackground(cmd.Context()), h, dir, force, cmd.ErrOrStderr())
+			rep, err := restore(orBackground(cmd.Context()), h, dir, force, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "restored %d events (head position %d) into %s and rebuilt the read models in %s\n",
-				m.Events, m.HeadPosition, h.Dir, time.Since(start).Round(time.Millisecond))
+			fmt.Fprintf(cmd.OutOrStdout(), "restored %d events (head position %d, checked whole) into %s and rebuilt the read models in %s\n",
+				rep.Events, rep.Head, h.Dir, time.Since(start).Round(time.Millisecond))
+			if rep.PreviousLog != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "the log it replaced is kept as %s (deleted by the next erasure; remove it once you no longer need it)\n", rep.PreviousLog)
+			}
 			return nil
 		},
 	}
@@ -194,14 +203,14 @@ func findBackup(path string) (string, int, error) {
 
 // restore puts the backup in dir into home h and rebuilds the read models,
 // printing the rebuild's progress on stderr.
-func restore(ctx context.Context, h node.Home, dir string, force bool, stderr io.Writer) (node.Manifest, error) {
-	m, err := node.Restore(ctx, h, dir, force, func(ctx context.Context) error {
+func restore(ctx context.Context, h node.Home, dir string, force bool, stderr io.Writer) (node.RestoreReport, error) {
+	rep, err := node.Restore(ctx, h, dir, force, func(ctx context.Context) error {
 		return rebuildReadModels(ctx, h, node.StoreSpec{}, stderr)
 	})
 	if errors.Is(err, node.ErrHomeNotEmpty) {
-		return m, usageError(err)
+		return rep, usageError(err)
 	}
-	return m, err
+	return rep, err
 }
 
 // backupProgress draws a backup's progress (node.Backup) on a terminal;

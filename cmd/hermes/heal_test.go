@@ -183,3 +183,27 @@ func TestErasureDropsBrokenCopies(t *testing.T) {
 		t.Fatalf("the moved-aside copy survived an erasure: %v\n%s", left, s.stderr.String())
 	}
 }
+
+// TestUncleanStopDropsBrokenCopies: after a run that did not purge at its
+// stop (killed), an erasure it committed may not have reached a read
+// model that is damaged now: the start moves the damaged file aside,
+// rebuilds it, and deletes the copy with the purge, instead of keeping it
+// for storage.broken_retention.
+func TestUncleanStopDropsBrokenCopies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	home := t.TempDir()
+	seedHome(t, home, 2)
+	s := startServer(t, home, nil)
+	s.kill()
+	h := node.Home{Dir: home}
+	ondisk.Garble(t, h.LanesDB(), 2)
+	s = startServer(t, home, nil)
+	if !strings.Contains(s.stderr.String(), "read model damaged: moved aside") {
+		t.Fatalf("lanes.db was not moved aside:\n%s", s.stderr.String())
+	}
+	if left, _ := filepath.Glob(h.LanesDB() + ".broken-*"); len(left) > 0 {
+		t.Fatalf("the copy moved aside after an unclean stop was kept: %v\n%s", left, s.stderr.String())
+	}
+}

@@ -133,3 +133,45 @@ func Garble(t *testing.T, path string, first int) {
 		t.Fatal(err)
 	}
 }
+
+// DamageLeaf overwrites 32 bytes in the middle of the middle leaf page of
+// the b-tree named tree (a table or index of the SQLite file at path, as
+// dbstat names it): the cell content changes, the page's header does not,
+// so neither a read of other pages nor an INSERT notices.
+func DamageLeaf(t *testing.T, path, tree string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pages []int64
+	var pageSize int64
+	if err := db.QueryRow("PRAGMA page_size").Scan(&pageSize); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Query("SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf' ORDER BY pageno", tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var p int64
+		if err := rows.Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		pages = append(pages, p)
+	}
+	rows.Close()
+	db.Close()
+	if len(pages) < 3 {
+		t.Fatalf("%s has %d leaf pages, want a middle one", tree, len(pages))
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	junk := bytes.Repeat([]byte{0xA5}, 32)
+	if _, err := f.WriteAt(junk, (pages[len(pages)/2]-1)*pageSize+pageSize/2); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -3,19 +3,18 @@ package sqlite
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"hermes/events"
+	"hermes/testfixtures/ondisk"
 )
 
 // damagedLog writes a log of n one-event lanes at path, closes it, and
-// overwrites 32 bytes in the middle of a leaf page of the b-tree named
-// tree (the events table or one of its indexes), where neither Open's
-// checks nor an INSERT notice them.
+// damages the middle leaf page of the b-tree named tree (the events table
+// or one of its indexes), where neither Open's checks nor an INSERT notice.
 func damagedLog(t *testing.T, path string, n int, tree string) {
 	t.Helper()
 	s, err := Open(path)
@@ -28,32 +27,7 @@ func damagedLog(t *testing.T, path string, n int, tree string) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db := rawDB(t, path)
-	var pages []int64
-	rows, err := db.Query("SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf' ORDER BY pageno", tree)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var p int64
-		if err := rows.Scan(&p); err != nil {
-			t.Fatal(err)
-		}
-		pages = append(pages, p)
-	}
-	rows.Close()
-	db.Close()
-	if len(pages) < 3 {
-		t.Fatalf("%s has %d leaf pages, want a middle one", tree, len(pages))
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(slices.Repeat([]byte{0xA5}, 32), (pages[len(pages)/2]-1)*4096+2000); err != nil {
-		t.Fatal(err)
-	}
+	ondisk.DamageLeaf(t, path, tree)
 }
 
 // TestVerifyFindsDamageAndStopsWrites: 32 bytes flipped in a leaf page of
