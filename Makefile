@@ -5,17 +5,34 @@ PKGS     ?= ./...
 BIN      ?= bin/hermes
 
 .DEFAULT_GOAL := check
-.PHONY: check test test-race test-short fmt vet lint tidy-check check-deps bench bench-quick build serve tidy fuzz-api
+.PHONY: check test test-race test-large test-short fmt vet lint tidy-check check-deps bench bench-quick build serve tidy fuzz-api
 
-check: fmt vet tidy-check lint check-deps test-race fuzz fuzz-api test-python
+check: fmt vet tidy-check lint check-deps test-race test-large fuzz fuzz-api test-python
 
 # test is what CI and the README run: formatting, vet, a tidy go.mod,
-# staticcheck, the layer rules, every test with the race detector, then
-# each fuzz target for a bounded time.
-test: fmt vet tidy-check lint check-deps test-race fuzz fuzz-api test-python
+# staticcheck, the layer rules, every test with the race detector, the
+# full-size corpora of the transcripts projection, then each fuzz target
+# for a bounded time.
+test: fmt vet tidy-check lint check-deps test-race test-large fuzz fuzz-api test-python
 
+# test-race runs every test with the race detector. -timeout is per
+# package: each takes well under 3 minutes under -race on the slowest
+# 2-core machine CI has met, so the bound fails a hang, not a slow machine.
+# The transpiled SQLite (modernc.org/...) is compiled without checkptr, the
+# unsafe.Pointer checks -race turns on everywhere: in that C-to-Go
+# translation (its own allocator, pointer arithmetic throughout) they
+# about double the time of every SQLite call and cannot point at a mistake
+# in hermes' code, whose packages keep them.
+RACE_FLAGS ?= -race -gcflags='modernc.org/...=-d=checkptr=0'
 test-race:
-	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test $(RACE_FLAGS) -timeout 10m -count=1 $(PKGS)
+
+# test-large runs the transcripts projection's tests with their full-size
+# corpora (HERMES_TEST_LARGE=1: thousands of events, the FTS5 index
+# layouts a real state.db has by its size), without the race detector;
+# under -race they use the smallest corpora that cover the same code.
+test-large:
+	HERMES_TEST_LARGE=1 $(GO) test -timeout 10m -count=1 ./projections/transcripts/
 
 # fuzz runs each fuzz target for a bounded amount of work (FUZZTIME each,
 # a count of inputs: a duration would let a loaded machine spend it all on

@@ -1,7 +1,7 @@
 // Package api is the HTTP interface of hermes serve: the JSON endpoints of
-// the API contract (../shared/design/API.md) on chi, Server-Sent Events for
-// the live log, bearer-token auth, request limits, Prometheus metrics and
-// the manual test clock.
+// the API contract (docs/API.md; api/openapi.json is its OpenAPI form) on
+// chi, Server-Sent Events for the live log, bearer-token auth, request
+// limits, Prometheus metrics and the manual test clock.
 //
 // Handlers return an error (handlerFunc); one adapter (serve) answers it,
 // and errors become statuses in exactly one function (statusOf, written by

@@ -413,10 +413,10 @@ type resumePendingRequest struct {
 	Reason *string `json:"reason"`
 }
 
-// validate keeps the reason free text as Hermes stores it (only the three
-// restart reasons are continued automatically), bounded as the domain
-// bounds it; a reason given must say something ("" is refused), one left
-// out is restart_timeout.
+// validate keeps the reason free text as Hermes stores it (docs/API.md
+// names the three restart reasons; only those are continued
+// automatically), bounded as the domain bounds it; a reason given must say
+// something ("" is refused), one left out is restart_timeout.
 func (q resumePendingRequest) validate() error {
 	if q.Reason == nil {
 		return nil

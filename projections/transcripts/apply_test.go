@@ -337,30 +337,35 @@ func TestClearedAndDeleted(t *testing.T) {
 }
 
 // TestLargeBatchMapsEveryAppend applies more messages in one batch than
-// one INSERT takes, mixed with events that must see them, and checks that
-// every append maps to its own row.
+// one INSERT takes (maxMessageChunk, smaller for the small corpus), mixed
+// with events that must see them, and checks that every append maps to
+// its own row.
 func TestLargeBatchMapsEveryAppend(t *testing.T) {
+	defer func(old int) { maxMessageChunk = old }(maxMessageChunk)
+	maxMessageChunk = sized(256, 2048)
+	n := maxMessageChunk * 3 / 2 // 1.5 INSERTs
 	p := openTemp(t)
 	h := newHistory()
 	h.lane(lane, created(lane, "s1", at(0)))
 	want := map[uint64]string{} // position → content
-	for i := range 3000 {
+	for i := range n {
 		body := fmt.Sprintf("message %d", i)
 		env := h.tr("s1", appended("s1", text("user", body), at(1)))[0]
 		want[env.Position] = body
-		if i == 1500 {
-			// Seen by the clear: the 1501 messages so far go, the rest stay.
+		if i == n/2 {
+			// Seen by the clear: the n/2+1 messages so far go, the rest stay.
 			h.tr("s1", events.TranscriptCleared{SessionID: "s1", At: at(2)})
 		}
-		if i%700 == 0 {
+		if i%(n/4) == 0 {
 			h.lane(lane, events.Touched{At: at(1)})
 		}
 	}
 	mustApply(t, p, h.all)
 	ctx := context.Background()
+	kept := int64(n - n/2 - 1)
 	s := mustSession(t, p.Reader, "s1")
-	if s.MessageCount != 1499 {
-		t.Errorf("message_count = %d, want 1499 (appended after the clear)", s.MessageCount)
+	if s.MessageCount != kept {
+		t.Errorf("message_count = %d, want %d (appended after the clear)", s.MessageCount, kept)
 	}
 	msgs, err := p.Messages(ctx, "s1", true)
 	if err != nil {
@@ -388,8 +393,8 @@ func TestLargeBatchMapsEveryAppend(t *testing.T) {
 			t.Fatalf("position %d maps to row %d holding %q, want %q", env.Position, r.FirstID, got, body)
 		}
 	}
-	if len(byID) != 1499 || byID[prev] != "message 2999" {
-		t.Errorf("%d rows kept, last %q, want 1499 ending with message 2999", len(byID), byID[prev])
+	if last := fmt.Sprintf("message %d", n-1); int64(len(byID)) != kept || byID[prev] != last {
+		t.Errorf("%d rows kept, last %q, want %d ending with %s", len(byID), byID[prev], kept, last)
 	}
 }
 
@@ -404,7 +409,7 @@ func TestBatchAppliedAgainAfterFailure(t *testing.T) {
 	// second batch: more for s1, and a session named only by its messages.
 	big := strings.Repeat("padding that fills pages ", 80)
 	var second []events.Envelope
-	for i := range 300 {
+	for i := range sized(40, 300) {
 		second = append(second, h.tr("s1", appended("s1", text("user", fmt.Sprintf("s1 %d %s", i, big)), at(2)))...)
 		second = append(second, h.tr("s2", appended("s2", text("user", fmt.Sprintf("s2 %d %s", i, big)), at(2)))...)
 	}

@@ -98,16 +98,7 @@ func (c *corpus) next() {
 	key := c.lanes[c.rng.IntN(len(c.lanes))]
 	sid, ok := c.current[key]
 	if !ok || c.rng.IntN(1000) == 0 {
-		c.sessions++
-		prev := sid
-		sid = fmt.Sprintf("20260301_000000_%08x", c.sessions)
-		c.current[key] = sid
-		if prev == "" {
-			c.h.lane(key, created(key, sid, c.now))
-		} else {
-			c.h.lane(key, events.SessionAutoReset{SessionKey: key, SessionID: sid, PreviousSessionID: prev,
-				Reason: events.AutoResetIdle, Origin: src("telegram", "u"), Platform: "telegram", At: c.now})
-		}
+		c.newSession(key)
 		return
 	}
 	switch r := c.rng.IntN(100); {
@@ -124,6 +115,47 @@ func (c *corpus) next() {
 		}
 		c.h.tr(sid, appended(sid, text(role, c.text()), c.now))
 	}
+}
+
+// newSession starts the next session of the lane key: its first, or an
+// idle reset of the one it has.
+func (c *corpus) newSession(key string) {
+	c.sessions++
+	prev := c.current[key]
+	sid := fmt.Sprintf("20260301_000000_%08x", c.sessions)
+	c.current[key] = sid
+	if prev == "" {
+		c.h.lane(key, created(key, sid, c.now))
+		return
+	}
+	c.h.lane(key, events.SessionAutoReset{SessionKey: key, SessionID: sid, PreviousSessionID: prev,
+		Reason: events.AutoResetIdle, Origin: src("telegram", "u"), Platform: "telegram", At: c.now})
+}
+
+// longMessages appends n messages to a session of their own (on a lane
+// the generator does not use) whose position lists of the words 0 and 1
+// run over FTS5's leaf pages, in doclists of several pages. Of every
+// three, one holds both words, one only word 1 and one only word 0, and
+// the last two only word 0 then only word 1: the cursors of a phrase of
+// the two skip over long lists, and word 0's ends first. A small corpus takes the paths of the
+// index readers that a large one takes by its size.
+func (c *corpus) longMessages(n int) []events.Envelope {
+	from := len(c.h.all)
+	key := fmt.Sprintf("agent:main:telegram:dm:long%d", from)
+	sid := fmt.Sprintf("20260301_000000_long%d", from)
+	c.h.lane(key, created(key, sid, c.now))
+	for i := range n {
+		words := []string{c.words[0], c.words[1]}
+		switch {
+		case i == n-1 || i != n-2 && i%3 == 1:
+			words = words[1:]
+		case i == n-2 || i%3 == 2:
+			words = words[:1]
+		}
+		body := strings.Repeat(strings.Join(words, " ")+" ", 300+17*i)
+		c.h.tr(sid, appended(sid, text("user", body), c.now))
+	}
+	return c.h.all[from:]
 }
 
 func (c *corpus) events(n int) []events.Envelope {

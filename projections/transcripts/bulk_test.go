@@ -19,21 +19,32 @@ import (
 // which the FTS triggers follow) between the appends.
 func bulkHistory() []events.Envelope {
 	c := newCorpus(5, 15)
-	c.events(1500)
+	c.events(sized(200, 1500))
+	c.newSession(c.lanes[1]) // an idle reset (the generator makes one in a thousand events)
 	for _, sid := range []string{"20260301_000000_00000002", "20260301_000000_00000009"} {
 		c.h.tr(sid, events.TurnsRewound{SessionID: sid, TargetMessageID: 0, TurnsUndone: 1, At: c.now})
 	}
-	c.events(1000)
+	c.events(sized(100, 1000))
 	return c.h.all
 }
+
+// bulkCommitFew is bulkCommitEvents for the tests whose builders index
+// each commit: a bulk load of bulkHistory in a few commits (in batches of
+// bulkBatch events).
+var bulkCommitFew, bulkBatch = sized(40, 300), sized(30, 200)
 
 // bulkHistoryWithChanges is a generated history in which messages are
 // deleted, rewritten and imported with their own ids (one above every id,
 // later ones into the gap left below it) between the appends: changes
-// behind what the FTS builders have indexed.
-func bulkHistoryWithChanges() []events.Envelope {
+// behind what the FTS builders have indexed. Its messages include some
+// whose position lists run over FTS5's leaf pages, in doclists of several
+// pages, with rows between them that hold only one of a phrase's words.
+// The bulk load waits for the builders at pause (copyBuiltUpTo), so that
+// they have indexed the changed rows and the ids above the gap.
+func bulkHistoryWithChanges() (envs []events.Envelope, pause int) {
 	c := newCorpus(6, 15)
-	c.events(1000)
+	c.events(sized(150, 1000))
+	c.longMessages(22)
 	imported := func(sid string, ids ...int64) {
 		var msgs []events.ImportedMessage
 		for _, id := range ids {
@@ -42,13 +53,14 @@ func bulkHistoryWithChanges() []events.Envelope {
 		c.h.tr(sid, events.MessagesImported{SessionID: sid, Messages: msgs, At: c.now})
 	}
 	imported("20260301_000000_imported", 50_000)
-	c.events(600)
+	c.events(sized(80, 600))
+	pause = len(c.h.all)
 	c.h.tr("20260301_000000_00000002", events.TranscriptRewritten{SessionID: "20260301_000000_00000002", At: c.now,
 		Messages: []events.Message{text("user", "rewritten wombat 改写的"), text("assistant", "rewritten reply")}})
 	c.h.tr("20260301_000000_00000009", events.TranscriptDeleted{SessionID: "20260301_000000_00000009", Reason: events.DeletePruned, At: c.now})
 	imported("20260301_000000_imported", 40_000, 40_001)
-	c.events(600)
-	return c.h.all
+	c.events(sized(80, 600))
+	return c.h.all, pause
 }
 
 func applyBatches(t *testing.T, p *Projection, envs []events.Envelope, size int) {
@@ -86,22 +98,26 @@ func TestBulkLoadEqualsIncremental(t *testing.T) {
 	c := newCorpus(5, 15)
 	queries := []string{c.words[0], c.words[1] + " " + c.words[2], c.words[3][:3] + "*", `"` + c.words[0] + " " + c.words[1] + `"`, c.cjkWords[3], c.cjkWords[1]}
 
-	for _, commitEvery := range []int{bulkCommitEvents, 300} {
+	for _, commitEvery := range []int{bulkCommitEvents, bulkCommitFew} {
 		t.Run(fmt.Sprintf("commit every %d events", commitEvery), func(t *testing.T) {
 			defer func(old int, rows int64) { bulkCommitEvents, bulkBuildMinRows = old, rows }(bulkCommitEvents, bulkBuildMinRows)
 			// The builders index each commit as it comes.
 			bulkCommitEvents, bulkBuildMinRows = commitEvery, 1
-			testBulkLoadEqualsIncremental(t, envs, queries)
+			testBulkLoadEqualsIncremental(t, envs, 0, queries)
 		})
 	}
 	t.Run("messages changed behind the builders", func(t *testing.T) {
 		defer func(old int, rows int64) { bulkCommitEvents, bulkBuildMinRows = old, rows }(bulkCommitEvents, bulkBuildMinRows)
-		bulkCommitEvents, bulkBuildMinRows = 300, 1
-		testBulkLoadEqualsIncremental(t, bulkHistoryWithChanges(), append(queries, "quokka", "wombat", "导入", "改写的", c.words[5]))
+		bulkCommitEvents, bulkBuildMinRows = bulkCommitFew, 1
+		envs, pause := bulkHistoryWithChanges()
+		testBulkLoadEqualsIncremental(t, envs, pause, append(queries, "quokka", "wombat", "导入", "改写的", c.words[5]))
 	})
 }
 
-func testBulkLoadEqualsIncremental(t *testing.T, envs []events.Envelope, queries []string) {
+// testBulkLoadEqualsIncremental compares the bulk load of envs with their
+// incremental application; with pause > 0 the bulk load waits there until
+// the builders have indexed every message applied.
+func testBulkLoadEqualsIncremental(t *testing.T, envs []events.Envelope, pause int, queries []string) {
 	live := openTemp(t)
 	applyBatches(t, live, envs, 64)
 	wantSearch := ftsIntegrity(t, live, queries)
@@ -111,7 +127,12 @@ func testBulkLoadEqualsIncremental(t *testing.T, envs []events.Envelope, queries
 	if err := bulk.BeginBulk(ctx); err != nil {
 		t.Fatalf("BeginBulk: %v", err)
 	}
-	applyBatches(t, bulk, envs, 200)
+	if pause > 0 {
+		applyBatches(t, bulk, envs[:pause], bulkBatch)
+		copyBuiltUpTo(t, bulk)
+		envs = envs[pause:]
+	}
+	applyBatches(t, bulk, envs, bulkBatch)
 	if err := bulk.EndBulk(ctx); err != nil {
 		t.Fatalf("EndBulk: %v", err)
 	}
@@ -142,7 +163,7 @@ func testBulkLoadEqualsIncremental(t *testing.T, envs []events.Envelope, queries
 	}
 	// The triggers are back: later events reach the FTS indexes.
 	h := newHistory()
-	h.pos = uint64(len(envs))
+	h.pos = envs[len(envs)-1].Position
 	h.lane("knew", created("knew", "snew", at(0)))
 	h.tr("snew", appended("snew", text("user", "a zebra crossing 斑马线路口"), at(1)))
 	for _, p := range []*Projection{live, bulk} {
@@ -164,7 +185,7 @@ func testBulkLoadEqualsIncremental(t *testing.T, envs []events.Envelope, queries
 func TestBulkLoadInterruptedIsFinishedByOpen(t *testing.T) {
 	envs := bulkHistory()
 	live := openTemp(t)
-	applyBatches(t, live, envs, 512)
+	applyBatches(t, live, envs, sized(100, 512))
 
 	path := filepath.Join(t.TempDir(), "state.db")
 	p, err := Open(path)
@@ -174,7 +195,7 @@ func TestBulkLoadInterruptedIsFinishedByOpen(t *testing.T) {
 	if err := p.BeginBulk(context.Background()); err != nil {
 		t.Fatalf("BeginBulk: %v", err)
 	}
-	applyBatches(t, p, envs, 512)
+	applyBatches(t, p, envs, sized(100, 512))
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +218,7 @@ func TestBulkLoadInterruptedIsFinishedByOpen(t *testing.T) {
 // unfinished index, and the file equals the incremental one.
 func TestBulkLoadInterruptedAfterCopyingPasses(t *testing.T) {
 	defer func(old int, rows int64) { bulkCommitEvents, bulkBuildMinRows = old, rows }(bulkCommitEvents, bulkBuildMinRows)
-	bulkCommitEvents, bulkBuildMinRows = 300, 1
+	bulkCommitEvents, bulkBuildMinRows = bulkCommitFew, 1
 	envs := bulkHistory()
 	live := openTemp(t)
 	applyBatches(t, live, envs, 512)
@@ -211,7 +232,8 @@ func TestBulkLoadInterruptedAfterCopyingPasses(t *testing.T) {
 	if err := p.BeginBulk(ctx); err != nil {
 		t.Fatalf("BeginBulk: %v", err)
 	}
-	applyBatches(t, p, envs, 200)
+	half := len(envs) / 2
+	applyBatches(t, p, envs[:half], bulkBatch)
 	// copyBuilt runs between two bulk transactions (Apply calls it right
 	// after a commit); the last batches are still in an open one.
 	if err := p.commitBulkTx(ctx); err != nil {
@@ -229,6 +251,8 @@ func TestBulkLoadInterruptedAfterCopyingPasses(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
+	// The rest, then the close, which may find the builders in a pass.
+	applyBatches(t, p, envs[half:], bulkBatch)
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -241,6 +265,43 @@ func TestBulkLoadInterruptedAfterCopyingPasses(t *testing.T) {
 		if n := unlistedSegmentRows(t, reopened, table); n > 0 {
 			t.Errorf("%s_data holds %d rows of segments its structure record does not list", table, n)
 		}
+	}
+}
+
+// copyBuiltUpTo commits the bulk load's transaction, offers it to the
+// builders and copies their passes into the file until both have indexed every message
+// in it (their %_docsize rows reach the highest id).
+func copyBuiltUpTo(t *testing.T, p *Projection) {
+	t.Helper()
+	ctx := context.Background()
+	if err := p.commitBulkTx(ctx); err != nil {
+		t.Fatalf("commitBulkTx: %v", err)
+	}
+	if err := p.offerBuilders(ctx); err != nil {
+		t.Fatalf("offerBuilders: %v", err)
+	}
+	upto, err := maxMessageID(ctx, p.conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		indexed := upto
+		for _, table := range ftsTables {
+			var id int64
+			queryRow(t, p, "SELECT coalesce(max(id), 0) FROM "+table+"_docsize", nil, &id)
+			indexed = min(indexed, id)
+		}
+		if indexed == upto {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the builders indexed up to id %d of %d in 2 minutes", indexed, upto)
+		}
+		if err := p.copyBuilt(ctx); err != nil {
+			t.Fatalf("copyBuilt: %v", err)
+		}
+		runtime.Gosched()
 	}
 }
 
@@ -299,7 +360,7 @@ func TestBulkLoadKeepsFTSConfiguration(t *testing.T) {
 	if err := p.BeginBulk(ctx); err != nil {
 		t.Fatalf("BeginBulk: %v", err)
 	}
-	applyBatches(t, p, bulkHistory()[:500], 100)
+	applyBatches(t, p, bulkHistory()[:sized(250, 500)], 100)
 	if err := p.EndBulk(ctx); err != nil {
 		t.Fatalf("EndBulk: %v", err)
 	}

@@ -285,15 +285,16 @@ func (a *applier) messageAppended(e events.MessageAppended) error {
 }
 
 // maxPending bounds the messages gathered for one flush, and maxChunk the
-// rows of one INSERT of message events (4 parameters a row). maxMessageChunk
-// bounds the rows of one INSERT of messages (messageInsertArgs parameters a
-// row, below SQLite's 32766): a live batch (projections.MaxBatch events)
-// fits in one.
+// rows of one INSERT of message events (4 parameters a row).
 const (
-	maxPending      = 4096
-	maxChunk        = 1024
-	maxMessageChunk = 2048
+	maxPending = 4096
+	maxChunk   = 1024
 )
+
+// maxMessageChunk bounds the rows of one INSERT of messages
+// (messageInsertArgs parameters a row, below SQLite's 32766): a live batch
+// (projections.MaxBatch events) fits in one. A variable for tests.
+var maxMessageChunk = 2048
 
 // chunkSize is the size of the next INSERT for n rows: the largest power
 // of two up to maxChunk, so that a few cached statements cover any count.

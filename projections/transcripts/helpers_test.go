@@ -4,12 +4,32 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"hermes/events"
 )
+
+// largeCorpora is set by HERMES_TEST_LARGE=1 (make test-large, which runs
+// this package without the race detector): the equivalence tests then use
+// their full-size corpora. By default they use the smallest corpora that
+// still take every path of the code they check (the same statements
+// covered: see sized), since the race detector slows the transpiled SQLite
+// about forty-fold.
+var largeCorpora = os.Getenv("HERMES_TEST_LARGE") == "1"
+
+// sized is small, or large with HERMES_TEST_LARGE=1. A small size is only
+// right while the test covers the same statements with it as with the
+// large one: compare `go test -run TestX -coverprofile` of both when
+// changing either.
+func sized(small, large int) int {
+	if largeCorpora {
+		return large
+	}
+	return small
+}
 
 var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 

@@ -198,8 +198,9 @@ func filters(q SearchQuery, where []string, args []any) ([]string, []any) {
 
 // rankWindow bounds how many matches OrderRecent ranks: the best matches
 // are chosen among the rankWindow most recent ones (or 4×(limit+offset),
-// if more). A query with fewer matches is ranked as Hermes ranks it.
-const rankWindow = 1024
+// if more). A query with fewer matches is ranked as Hermes ranks it. A
+// variable for tests, whose corpora are smaller.
+var rankWindow = 1024
 
 // ftsMatch queries one of the two FTS tables (a fixed name, never user
 // input) for the page Hermes' statement returns: every match scored by

@@ -17,22 +17,44 @@ import (
 
 // rankCorpus is a generated history (Zipf words, one message in ten in
 // Chinese) with some rewound messages, so that inactive rows are in both
-// FTS indexes but must not be returned.
+// FTS indexes but must not be returned. Long messages (longMessages) and
+// a few small segments at the end (words missing from some segments, a
+// term's doclist ending a segment) give the small corpus the index
+// layouts a large one has by its size.
 func rankCorpus(t *testing.T) (*Projection, *corpus) {
 	t.Helper()
+	// OrderRecent's window scales with the corpus: its common words have
+	// far more matches than the window.
+	defer func(old int) { t.Cleanup(func() { rankWindow = old }) }(rankWindow)
+	rankWindow = sized(128, 1024)
 	p := openTemp(t)
 	c := newCorpus(11, 20)
 	// The rewinds come early, while the two sessions hold a few messages:
 	// each rewound row is deleted from and re-inserted into both FTS
 	// indexes, and a secure-delete is costly (minutes under -race when the
 	// sessions held a hundred messages each).
-	mustApply(t, p, c.events(300))
+	mustApply(t, p, c.events(sized(100, 300)))
 	var rewinds []events.Envelope
 	for _, sid := range []string{"20260301_000000_00000003", "20260301_000000_00000007"} {
 		rewinds = append(rewinds, c.h.tr(sid, events.TurnsRewound{SessionID: sid, TargetMessageID: 0, TurnsUndone: 1, At: c.now})...)
 	}
 	mustApply(t, p, rewinds)
-	mustApply(t, p, c.events(3700))
+	mustApply(t, p, c.longMessages(12))
+	mustApply(t, p, c.events(sized(1200, 3700)))
+	if !largeCorpora {
+		// FTS5 merges segments by itself once 64 leaf pages were written
+		// (FTS5_WORK_UNIT), which the large corpus does and the small one
+		// does not: the rewound rows, re-indexed in a newer segment, end
+		// up in one segment with the rest as in the large corpus.
+		for _, table := range ftsTables {
+			if _, err := p.conn.ExecContext(context.Background(), "INSERT INTO "+table+"("+table+", rank) VALUES ('merge', 500)"); err != nil {
+				t.Fatalf("merge %s: %v", table, err)
+			}
+		}
+	}
+	for range 3 {
+		mustApply(t, p, c.events(2))
+	}
 	return p, c
 }
 
