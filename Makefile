@@ -136,8 +136,13 @@ tidy:
 
 # test-python runs the Python client's tests (clients/python, standard
 # library only) against a real `hermes serve` on a loopback port with a
-# temp home; the latency figures they print are informational.
+# temp home; the latency figures they print are informational. They include
+# the import hook installed into a fresh venv and the end-to-end run of
+# Hermes' own GatewayRunner, both on upstream hermes-agent found at
+# ../shared/upstream/hermes-agent-5e01a5db (or HERMES_AGENT_SRC), whose
+# imports are Debian's python3-* packages of /usr/bin/python3 (.ci/run
+# installs them); without upstream they skip, except under CI.
 .PHONY: test-python
-PYTHON ?= python3
+PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 test-python: build
 	HERMES_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m unittest discover -s clients/python/tests -v

@@ -80,11 +80,15 @@ func statusOf(err error) (int, string) {
 		return http.StatusBadRequest, CodeInvalidArgument
 	case errors.Is(err, errNotFound), errors.Is(err, domain.ErrLaneNotFound),
 		errors.Is(err, sessions.ErrNotFound), errors.Is(err, events.ErrStreamNotFound),
-		errors.Is(err, commands.ErrSessionNotFound), errors.Is(err, transcripts.ErrNotFound):
+		errors.Is(err, commands.ErrSessionNotFound), errors.Is(err, transcripts.ErrNotFound),
+		errors.Is(err, domain.ErrRunNotFound):
 		return http.StatusNotFound, CodeNotFound
 	case errors.Is(err, errConflict), errors.Is(err, commands.ErrConflict),
 		errors.Is(err, domain.ErrSuspended), errors.Is(err, events.ErrWrongExpectedVersion),
-		errors.Is(err, commands.ErrTitleInUse), errors.Is(err, projections.ErrRebuildRunning):
+		errors.Is(err, commands.ErrTitleInUse), errors.Is(err, projections.ErrRebuildRunning),
+		errors.Is(err, domain.ErrSessionMoved), errors.Is(err, domain.ErrNotContinuation),
+		errors.Is(err, domain.ErrNotStuck), errors.Is(err, domain.ErrNotExpired),
+		errors.Is(err, domain.ErrRunEnded), errors.Is(err, domain.ErrTopicTaken):
 		return http.StatusConflict, CodeConflict
 	case errors.Is(err, events.ErrStorageFull):
 		return http.StatusInsufficientStorage, CodeInsufficientStorage

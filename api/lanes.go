@@ -87,6 +87,11 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if q.Has("expired") {
+		if rows, err = s.expiredOnly(r, rows); err != nil {
+			return err
+		}
+	}
 	return respond(w, newSessionsResponse(rows))
 }
 
@@ -123,7 +128,14 @@ func (s *Server) startTurn(w http.ResponseWriter, r *http.Request, key sessionKe
 	if err != nil {
 		return err
 	}
-	res, turn, err := s.Commands.StartTurn(r.Context(), commands.StartTurn{Key: string(key), TurnID: req.TurnID, CommandID: commandID(r)})
+	c := commands.StartTurn{Key: string(key), TurnID: req.TurnID, CommandID: commandID(r)}
+	if req.GatewayRun != nil {
+		c.Gateway, c.RunID = req.GatewayRun.Gateway, req.GatewayRun.RunID
+	}
+	res, turn, err := s.Commands.StartTurn(r.Context(), c)
+	if err != nil && req.GatewayRun != nil {
+		return s.runEnded(r.Context(), err, *req.GatewayRun)
+	}
 	if err != nil {
 		return err
 	}
@@ -162,8 +174,12 @@ func (s *Server) switchSession(w http.ResponseWriter, r *http.Request, key sessi
 }
 
 func (s *Server) suspend(w http.ResponseWriter, r *http.Request, key sessionKey) error {
-	if _, err := decode[emptyRequest](r, true); err != nil {
+	req, err := decode[suspendRequest](r, true)
+	if err != nil {
 		return err
+	}
+	if req.Reason == events.SuspendStuckLoop {
+		return s.suspendStuckLoop(w, r, key)
 	}
 	res, err := s.Commands.SuspendSession(r.Context(), commands.SuspendSession{Key: string(key), Reason: events.SuspendStopCommand, CommandID: commandID(r)})
 	return s.laneDone(w, res, err)

@@ -338,9 +338,16 @@ const maxTurnField = 200
 // startTurnRequest is POST /v1/sessions/{key}/turns/start.
 type startTurnRequest struct {
 	TurnID string `json:"turn_id"`
+	// GatewayRun names the gateway run the turn belongs to (optional).
+	GatewayRun *gatewayRunRef `json:"gateway_run"`
 }
 
 func (q startTurnRequest) validate() error {
+	if q.GatewayRun != nil {
+		if err := q.GatewayRun.validate(); err != nil {
+			return err
+		}
+	}
 	return checkText("turn_id", q.TurnID, maxTurnField)
 }
 

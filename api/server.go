@@ -95,6 +95,13 @@ type Deps struct {
 	// FollowerWriteTimeout bounds each write to an event stream (0:
 	// DefaultFollowerWriteTimeout).
 	FollowerWriteTimeout time.Duration
+	// StuckLoopThreshold is recovery.stuck_loop_threshold, for the
+	// stuck-loop suspensions of a gateway run's start and of a gateway's
+	// own ask (0: DefaultStuckLoopThreshold).
+	StuckLoopThreshold int
+	// Vacuum, when not nil, compacts state.db after an auto-prune that
+	// deleted sessions (POST /v1/maintenance/auto-prune); nil: none.
+	Vacuum func(ctx context.Context) error
 }
 
 // Server is the HTTP API.
@@ -109,6 +116,8 @@ type Server struct {
 	// once the drain looks for open turns no new one can appear.
 	turnGate           sync.RWMutex
 	transcriptCommands *commands.TranscriptCommands
+	// stateCommands keep the SessionDB state of a gateway (gatewaystate.go).
+	stateCommands *commands.StateCommands
 	// written is the highest position appended through this server: queries
 	// wait until the projections have applied it (read your writes).
 	written atomic.Uint64
@@ -221,6 +230,7 @@ func (s *Server) Handler() http.Handler {
 		s.queueRoutes(rt)
 		s.contextRoutes(rt)
 		s.uiRoutes(rt) // the lane search and timeline the web UI reads (ui.go)
+		s.gatewayRoutes(rt)
 		if s.Clock != nil {
 			rt.control("/clock", s.setClock)
 		}

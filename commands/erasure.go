@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -150,6 +151,13 @@ func (h *Handler) runErasure(ctx context.Context, req events.ErasureRequested) (
 			return rep, err
 		}
 		rep.Position = max(rep.Position, res.Position)
+		for _, chat := range match.chats {
+			pos, err := h.eraseTopicsOf(ctx, chat, req, commandID)
+			if err != nil {
+				return rep, err
+			}
+			rep.Position = max(rep.Position, pos)
+		}
 	}
 	done := events.ErasureCompleted{ErasureID: req.ErasureID, Lanes: rep.Lanes, Transcripts: rep.Transcripts,
 		QueuedItems: rep.QueuedItems, Origins: rep.Origins, At: h.now()}
@@ -167,6 +175,9 @@ type personMatch struct {
 	keyed    bool // the lane's key is built on the person (a DM, an isolated group lane)
 	sessions []string
 	queued   int
+	// chats are the Telegram chats of the origins naming the person (their
+	// topic streams name the person's user id).
+	chats []string
 }
 
 func (h *Handler) personLane(ctx context.Context, key string, req events.ErasureRequested) (personMatch, error) {
@@ -204,6 +215,9 @@ func (h *Handler) personLane(ctx context.Context, key string, req events.Erasure
 		}
 		if !namesPerson(o, req) {
 			continue
+		}
+		if o.Platform == "telegram" && o.ChatID != "" && !slices.Contains(m.chats, o.ChatID) {
+			m.chats = append(m.chats, o.ChatID)
 		}
 		m.origins++
 		participant := o.UserIDAlt
@@ -251,6 +265,23 @@ func (h *Handler) eraseTranscriptOf(ctx context.Context, sessionID string, req e
 		return 0, false, err
 	}
 	return res.LastPosition(), true, nil
+}
+
+// eraseTopicsOf erases the person's user id from a Telegram chat's topic
+// stream (topic mode, bindings), if the chat has one.
+func (h *Handler) eraseTopicsOf(ctx context.Context, chatID string, req events.ErasureRequested, commandID string) (uint64, error) {
+	stream := events.TelegramStream(chatID)
+	if _, err := h.store.ReadStream(ctx, stream, 1, 1, events.Forwards); isNotFound(err) {
+		return 0, nil
+	} else if err != nil {
+		return 0, fmt.Errorf("forget: read %s: %w", stream, err)
+	}
+	res, err := h.appendTo(ctx, stream, commandID, "erase_topics", events.TopicsErased{ChatID: chatID, ErasureID: req.ErasureID,
+		Reason: req.Reason, RequestedBy: req.RequestedBy, At: h.now()})
+	if err != nil {
+		return 0, err
+	}
+	return res.LastPosition(), nil
 }
 
 // appendTo appends es to stream with ids derived from commandID, whatever

@@ -126,6 +126,12 @@ type decideFunc func(l domain.Lane, now time.Time) ([]events.Event, error)
 // execute is the one write path: lock the key in this process, load the
 // lane, decide, append with the expected version, retry on conflict.
 func (h *Handler) execute(ctx context.Context, key, command, commandID string, decide decideFunc) (LaneResult, error) {
+	return h.executeRun(ctx, key, command, commandID, "", decide)
+}
+
+// executeRun is execute for a command of a gateway run: the turn_started
+// it appends carries the run (events.Metadata.GatewayRun).
+func (h *Handler) executeRun(ctx context.Context, key, command, commandID, gatewayRun string, decide decideFunc) (LaneResult, error) {
 	if key == "" {
 		return LaneResult{}, fmt.Errorf("%s: %w: empty session key", command, domain.ErrInvalidArgument)
 	}
@@ -157,6 +163,13 @@ func (h *Handler) execute(ctx context.Context, key, command, commandID string, d
 			return LaneResult{Lane: st.lane, Version: st.version}, err
 		}
 		proposed := h.proposals(command, cmd, stream, decided)
+		if gatewayRun != "" {
+			for i := range proposed {
+				if _, ok := proposed[i].Event.(events.TurnStarted); ok {
+					proposed[i].Metadata.GatewayRun = gatewayRun
+				}
+			}
+		}
 		res, err := h.store.Append(ctx, stream, events.ExactVersion(st.version), proposed)
 		if errors.Is(err, events.ErrWrongExpectedVersion) {
 			h.cache.drop(stream)

@@ -165,8 +165,12 @@ func (h *Handler) ClearResumePending(ctx context.Context, c ClearResumePending) 
 type StartTurn struct {
 	Key string
 	// TurnID names the turn; empty: a generated one.
-	TurnID    string
-	CommandID string
+	TurnID string
+	// Gateway and RunID, when set, name the gateway run the turn belongs
+	// to (it must be running): that run's end cuts the turn, hermes' own
+	// restarts do not.
+	Gateway, RunID string
+	CommandID      string
 }
 
 // StartTurn opens a turn on a lane and returns its turn id.
@@ -175,7 +179,14 @@ func (h *Handler) StartTurn(ctx context.Context, c StartTurn) (LaneResult, strin
 	if turnID == "" {
 		turnID = "turn_" + h.entropy() + h.entropy()
 	}
-	res, err := h.execute(ctx, c.Key, "start_turn", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+	tag := ""
+	if c.Gateway != "" || c.RunID != "" {
+		if err := h.RunningGatewayRun(ctx, c.Gateway, c.RunID); err != nil {
+			return LaneResult{}, "", fmt.Errorf("start turn on %s: %w", c.Key, err)
+		}
+		tag = events.GatewayRunTag(c.Gateway, c.RunID)
+	}
+	res, err := h.executeRun(ctx, c.Key, "start_turn", c.CommandID, tag, func(l domain.Lane, now time.Time) ([]events.Event, error) {
 		return l.StartTurn(turnID, now)
 	})
 	if err != nil {

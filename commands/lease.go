@@ -206,6 +206,9 @@ type OpenTurn struct {
 	TurnID string
 	// Node opened the turn (its turn_started's metadata.node).
 	Node string
+	// GatewayRun is the gateway run the turn belongs to ("<gateway>/<run
+	// id>", its turn_started's metadata.gateway_run; "" for none).
+	GatewayRun string
 	// Position is the turn_started's position in the log.
 	Position uint64
 }
@@ -234,7 +237,7 @@ func (h *Handler) OpenTurns(ctx context.Context, keys []string) ([]OpenTurn, err
 			return nil, fmt.Errorf("lane %s: %w", key, err)
 		}
 		if e, ok := env.Event.(events.TurnStarted); found && ok {
-			out = append(out, OpenTurn{Key: key, TurnID: e.TurnID, Node: env.Metadata.Node, Position: env.Position})
+			out = append(out, OpenTurn{Key: key, TurnID: e.TurnID, Node: env.Metadata.Node, GatewayRun: env.Metadata.GatewayRun, Position: env.Position})
 		}
 	}
 	return out, nil
@@ -297,6 +300,9 @@ type Adoption struct {
 func (h *Handler) AdoptDeadRuns(ctx context.Context, c AdoptDeadRuns) ([]Adoption, error) {
 	byNode := map[string][]OpenTurn{}
 	for _, t := range c.Turns {
+		if t.GatewayRun != "" {
+			continue // a gateway process's turn: its run's end cuts it, not the node's
+		}
 		if t.Node != "" && t.Node != h.node {
 			byNode[t.Node] = append(byNode[t.Node], t)
 		}

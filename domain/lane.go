@@ -114,6 +114,14 @@ func Evolve(l Lane, e events.Event) Lane {
 		l.Queue = l.Queue.withoutOverflow()
 	case events.SessionSwitched:
 		l = l.newIncarnation(e.SessionID, e.PreviousSessionID, e.At)
+	case events.SessionCompressed:
+		// The conversation goes on in its continuation: only the session
+		// id moves (Hermes' entry.session_id = new, then save).
+		l.SessionID = e.SessionID
+	case events.FreshResetConsumed:
+		if e.SessionID == l.SessionID {
+			l.IsFreshReset = false
+		}
 	case events.Suspended:
 		l.Suspended = true
 		l.SuspendReason = e.Reason

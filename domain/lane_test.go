@@ -399,6 +399,33 @@ func TestLane_Transitions(t *testing.T) {
 			Then:  []events.Event{events.TurnStarted{TurnID: "t1", SessionID: sid, At: soon}},
 		},
 		{
+			Name:  "starting another turn while one is open closes it as superseded first",
+			Given: []events.Event{created(t0), events.TurnStarted{TurnID: "t1", SessionID: sid, At: t0}},
+			When:  func(l domain.Lane) ([]events.Event, error) { return l.StartTurn("t2", soon) },
+			Then: []events.Event{
+				events.TurnInterrupted{TurnID: "t1", Reason: events.TurnSuperseded, At: soon},
+				events.TurnStarted{TurnID: "t2", SessionID: sid, At: soon},
+			},
+		},
+		{
+			Name:  "the first turn after /new consumes the fresh-reset flag",
+			Given: []events.Event{created(t0), events.SessionReset{SessionID: "20260509_100100_cccccccc", PreviousSessionID: sid, At: t0}},
+			When:  func(l domain.Lane) ([]events.Event, error) { return l.StartTurn("t1", soon) },
+			Then: []events.Event{
+				events.TurnStarted{TurnID: "t1", SessionID: "20260509_100100_cccccccc", At: soon},
+				events.FreshResetConsumed{SessionID: "20260509_100100_cccccccc", Cause: events.FreshResetConsumedByTurn, At: soon},
+			},
+		},
+		{
+			Name: "the second turn after /new finds the flag consumed",
+			Given: []events.Event{created(t0), events.SessionReset{SessionID: "20260509_100100_cccccccc", PreviousSessionID: sid, At: t0},
+				events.TurnStarted{TurnID: "t1", SessionID: "20260509_100100_cccccccc", At: t0},
+				events.FreshResetConsumed{SessionID: "20260509_100100_cccccccc", Cause: events.FreshResetConsumedByTurn, At: t0},
+				events.TurnCompleted{TurnID: "t1", SessionID: "20260509_100100_cccccccc", At: t0}},
+			When: func(l domain.Lane) ([]events.Event, error) { return l.StartTurn("t2", soon) },
+			Then: []events.Event{events.TurnStarted{TurnID: "t2", SessionID: "20260509_100100_cccccccc", At: soon}},
+		},
+		{
 			Name:  "starting the open turn again changes nothing",
 			Given: []events.Event{created(t0), events.TurnStarted{TurnID: "t1", SessionID: sid, At: t0}},
 			When:  func(l domain.Lane) ([]events.Event, error) { return l.StartTurn("t1", soon) },

@@ -15,7 +15,9 @@ import "hermes/events"
 // before the stop is recorded still counts. A run adopted by another node
 // (RunAdopted) ends like a crash. RunEnds follows one gateway stream: with
 // several nodes there is one per node, and a stop touches only the counts
-// that node recorded.
+// that node recorded. A gateway process's run stream (gatewayrun-<gateway>)
+// is followed the same way: its announced stop (GatewayRunStopped) is the
+// end of its drain, and a run found dead (GatewayRunLost) its crash.
 type RunEnds struct {
 	// Counted: the current run's end has been counted.
 	Counted bool
@@ -36,6 +38,21 @@ func (r *RunEnds) Observe(e events.Event) (cut []string, end bool) {
 	case events.RunInterrupted:
 		if r.Counted {
 			// The run died after its drain finished: that drain counted it.
+			return nil, false
+		}
+		r.Counted = true
+		return e.OpenLanes, true
+	case events.GatewayRunStarted:
+		r.Counted = false
+	case events.GatewayRunStopped:
+		// A gateway's announced stop, after its own drain: the turns of
+		// the run still open were cut; none cut (a completed drain) drops
+		// the gateway's counts.
+		r.Counted = true
+		return e.OpenLanes, true
+	case events.GatewayRunLost:
+		// The gateway's crash, found by its next start or its lease.
+		if r.Counted {
 			return nil, false
 		}
 		r.Counted = true

@@ -14,6 +14,8 @@ func TestRunEnds_Observe(t *testing.T) {
 	clean := events.DrainFinished{OpenLanes: []string{}, At: t0}
 	blind := events.DrainFinished{TimedOut: true, OpenLanes: []string{}, At: t0}
 	crash := events.RunInterrupted{OpenLanes: []string{"b"}, At: t0}
+	runStarted := events.GatewayRunStarted{Gateway: "default", RunID: "r1", LeaseSeconds: 60, At: t0}
+	runLost := events.GatewayRunLost{RunID: "r1", Cause: events.RunLostLeaseExpired, OpenLanes: []string{"b"}, At: t0}
 	tests := []struct {
 		name    string
 		given   []events.Event
@@ -33,6 +35,12 @@ func TestRunEnds_Observe(t *testing.T) {
 		{name: "an adoption after the node's own crash record was counted by it", given: []events.Event{started, crash}, when: events.RunAdopted{By: "n2", OpenLanes: []string{"b"}, At: t0}},
 		{name: "a crash record after an adoption was counted by the adoption", given: []events.Event{started, events.RunAdopted{By: "n2", OpenLanes: []string{"b"}, At: t0}}, when: crash},
 		{name: "other gateway events are no end", given: []events.Event{started}, when: events.DrainStarted{OpenLanes: []string{"a"}, At: t0}},
+		{name: "a gateway run's stop ends it, cutting the turns still open", given: []events.Event{runStarted}, when: events.GatewayRunStopped{RunID: "r1", OpenLanes: []string{"a"}, At: t0}, wantCut: []string{"a"}, wantEnd: true},
+		{name: "a gateway run's stop after a completed drain cuts none", given: []events.Event{runStarted}, when: events.GatewayRunStopped{RunID: "r1", OpenLanes: []string{}, At: t0}, wantCut: []string{}, wantEnd: true},
+		{name: "a lost gateway run ends it like a crash", given: []events.Event{runStarted}, when: runLost, wantCut: []string{"b"}, wantEnd: true},
+		{name: "a gateway run lost twice counts once", given: []events.Event{runStarted, runLost}, when: runLost},
+		{name: "the next gateway run counts its own end again", given: []events.Event{runStarted, runLost, runStarted}, when: runLost, wantCut: []string{"b"}, wantEnd: true},
+		{name: "a lease renewal is no end", given: []events.Event{runStarted}, when: events.LeaseRenewed{Holder: "r1", Until: t0, At: t0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

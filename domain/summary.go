@@ -71,6 +71,53 @@ func Summary(e events.Event) string {
 		return fmt.Sprintf("queue cleared: %d items (%s)", len(e.ItemIDs), e.Reason)
 	case events.QueueItemsExpired:
 		return fmt.Sprintf("%d queued items expired", len(e.ItemIDs))
+	case events.SessionCompressed:
+		return fmt.Sprintf("session compressed: %s → %s", e.PreviousSessionID, e.SessionID)
+	case events.FreshResetConsumed:
+		if e.Cause == events.FreshResetConsumedByTurn {
+			return "fresh-reset flag consumed by the first turn of " + e.SessionID
+		}
+		return "fresh-reset flag consumed by the gateway (" + e.SessionID + ")"
+	case events.GatewayRunStarted:
+		s := fmt.Sprintf("gateway %s run %s started (pid %d", e.Gateway, e.RunID, e.PID)
+		if e.Host != "" {
+			s += " on " + e.Host
+		}
+		return s + fmt.Sprintf(", lease %ds)", e.LeaseSeconds)
+	case events.GatewayRunStopped:
+		if len(e.OpenLanes) == 0 {
+			return "gateway run " + e.RunID + " stopped (drain completed)"
+		}
+		return fmt.Sprintf("gateway run %s stopped with %d turns cut", e.RunID, len(e.OpenLanes))
+	case events.GatewayRunLost:
+		why := "its lease expired at " + e.LeaseUntil.UTC().Format("2006-01-02 15:04:05")
+		if e.Cause == events.RunLostRestarted {
+			why = "the gateway started again without stopping it"
+		}
+		return fmt.Sprintf("gateway run %s lost (%s): %d turns cut", e.RunID, why, len(e.OpenLanes))
+	case events.MetaSet:
+		return fmt.Sprintf("meta %q set (%d bytes)", e.Key, len(e.Value))
+	case events.SessionMetaSet:
+		return fmt.Sprintf("meta %q set (%d bytes)", e.Key, len(e.Value))
+	case events.HandoffRequested:
+		return "handoff to " + e.Platform + " requested"
+	case events.HandoffClaimed:
+		return "handoff claimed"
+	case events.HandoffCompleted:
+		return "handoff completed"
+	case events.HandoffFailed:
+		return "handoff failed"
+	case events.TopicModeEnabled:
+		return "Telegram topic mode enabled"
+	case events.TopicModeDisabled:
+		if e.ClearBindings {
+			return "Telegram topic mode disabled, bindings cleared"
+		}
+		return "Telegram topic mode disabled"
+	case events.TopicBound:
+		return fmt.Sprintf("topic %s bound to %s", e.ThreadID, e.SessionID)
+	case events.TopicsErased:
+		return fmt.Sprintf("person erased %s: topic users (%s%s)", e.ErasureID, e.Reason, requestedBy(e.RequestedBy))
 	case events.MessageAppended:
 		return fmt.Sprintf("%s message (%d bytes)", e.Message.Role, len(e.Message.Content))
 	case events.TranscriptRewritten:

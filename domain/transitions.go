@@ -136,7 +136,11 @@ func (l Lane) Touch(lastPromptTokens *int64, now time.Time) ([]events.Event, err
 }
 
 // StartTurn records that the agent began turn turnID. Starting the turn that
-// is already open changes nothing; starting another one supersedes it.
+// is already open changes nothing. Starting another one while a turn is
+// open first closes that one as superseded (it will never complete: the
+// lane says so instead of replacing it silently). The first turn of a
+// session made by /new or /reset consumes its is_fresh_reset flag: the
+// first message of the new session was handled.
 func (l Lane) StartTurn(turnID string, now time.Time) ([]events.Event, error) {
 	if turnID == "" {
 		return nil, fmt.Errorf("%w: turn id is required", ErrInvalidArgument)
@@ -147,7 +151,15 @@ func (l Lane) StartTurn(turnID string, now time.Time) ([]events.Event, error) {
 	if l.OpenTurnID == turnID {
 		return nil, nil
 	}
-	return []events.Event{events.TurnStarted{TurnID: turnID, SessionID: l.SessionID, At: now}}, nil
+	var out []events.Event
+	if l.TurnOpen() {
+		out = append(out, events.TurnInterrupted{TurnID: l.OpenTurnID, Reason: events.TurnSuperseded, At: now})
+	}
+	out = append(out, events.TurnStarted{TurnID: turnID, SessionID: l.SessionID, At: now})
+	if l.IsFreshReset {
+		out = append(out, events.FreshResetConsumed{SessionID: l.SessionID, Cause: events.FreshResetConsumedByTurn, At: now})
+	}
+	return out, nil
 }
 
 // TurnOutcome is what the agent reports when a turn ends.

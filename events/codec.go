@@ -90,6 +90,10 @@ func decodeEvent(typ string, data []byte) (Event, error) {
 		return decode[QueueItemsExpired](typ, data)
 	case TypeLaneImported:
 		return decode[LaneImported](typ, data)
+	case TypeSessionCompressed:
+		return decode[SessionCompressed](typ, data)
+	case TypeFreshResetConsumed:
+		return decode[FreshResetConsumed](typ, data)
 
 	case TypeMessageAppended:
 		return decodeStrictFirst[MessageAppended](typ, data)
@@ -125,6 +129,26 @@ func decodeEvent(typ string, data []byte) (Event, error) {
 		return decode[TranscriptOpened](typ, data)
 	case TypeArchivedSet:
 		return decode[ArchivedSet](typ, data)
+	case TypeSessionMetaSet:
+		return decode[SessionMetaSet](typ, data)
+	case TypeHandoffRequested:
+		return decode[HandoffRequested](typ, data)
+	case TypeHandoffClaimed:
+		return decode[HandoffClaimed](typ, data)
+	case TypeHandoffCompleted:
+		return decode[HandoffCompleted](typ, data)
+	case TypeHandoffFailed:
+		return decode[HandoffFailed](typ, data)
+	case TypeMetaSet:
+		return decode[MetaSet](typ, data)
+	case TypeTopicModeEnabled:
+		return decode[TopicModeEnabled](typ, data)
+	case TypeTopicModeDisabled:
+		return decode[TopicModeDisabled](typ, data)
+	case TypeTopicBound:
+		return decode[TopicBound](typ, data)
+	case TypeTopicsErased:
+		return decode[TopicsErased](typ, data)
 
 	case TypeGatewayStarted:
 		return decode[GatewayStarted](typ, data)
@@ -142,6 +166,12 @@ func decodeEvent(typ string, data []byte) (Event, error) {
 		return decode[AutoPruneRan](typ, data)
 	case TypeRunAdopted:
 		return decode[RunAdopted](typ, data)
+	case TypeGatewayRunStarted:
+		return decode[GatewayRunStarted](typ, data)
+	case TypeGatewayRunStopped:
+		return decode[GatewayRunStopped](typ, data)
+	case TypeGatewayRunLost:
+		return decode[GatewayRunLost](typ, data)
 
 	case TypeLeaseAcquired:
 		return decode[LeaseAcquired](typ, data)

@@ -14,6 +14,11 @@ type Metadata struct {
 	// share one store (empty on a single node): crash recovery closes only
 	// the turns its own node opened.
 	Node string `json:"node,omitempty"`
+	// GatewayRun is the gateway run (see [GatewayRunStarted]) a
+	// turn_started belongs to, as "<gateway>/<run id>": that run's end cuts
+	// the turn, and hermes' own restarts leave it to the gateway process,
+	// which outlives them. Empty: the turn is hermes' own run's.
+	GatewayRun string `json:"gateway_run,omitempty"`
 	// Redacted is set on an event whose content an erasure removed: the id
 	// of that erasure event (see [Erasure]). The event keeps its type,
 	// stream, version, position and id.

@@ -181,6 +181,19 @@ func (x TranscriptErased) Erase(earlier Event) (Event, bool) {
 			}
 		}
 		return e, changed
+	case SessionMetaSet:
+		// A value about the session (a /goal's text) goes with it.
+		if e.Value == "" {
+			return e, false
+		}
+		e.Value = ""
+		return e, true
+	case HandoffFailed:
+		if e.Error == "" {
+			return e, false
+		}
+		e.Error = ""
+		return e, true
 	case SessionImported:
 		changed := e.Extra != nil
 		for _, p := range []**string{&e.SystemPrompt, &e.ModelConfig, &e.Title, &e.UserID, &e.HandoffError} {

@@ -22,6 +22,7 @@ func TestErase_LeavesNoMarker(t *testing.T) {
 	transcript := events.TranscriptErased{SessionID: "s", Scope: events.EraseTranscript, Reason: events.ErasureOnRequest, At: at}
 	messagesOnly := events.TranscriptErased{SessionID: "s", Scope: events.EraseMessages, Reason: events.ErasureOnRequest, At: at}
 	person := events.LaneErased{ErasureID: "er_1", QueueTexts: true, Reason: events.ErasurePerson, At: at}
+	topics := events.TopicsErased{ChatID: "42", ErasureID: "er_1", Reason: events.ErasurePerson, At: at}
 
 	tests := []struct {
 		name    string
@@ -40,6 +41,10 @@ func TestErase_LeavesNoMarker(t *testing.T) {
 			UserID: str(mark), SystemPrompt: str(mark), ModelConfig: str(mark), Title: str(mark), HandoffError: str(mark),
 			Extra: map[string]json.RawMessage{"note": json.RawMessage(`"` + mark + `"`)}, At: at}},
 		{"a title", transcript, events.TitleSet{SessionID: "s", Title: mark, At: at}},
+		{"a session's meta value (a /goal)", transcript, events.SessionMetaSet{SessionID: "s", Key: "goal:s", Value: mark, At: at}},
+		{"a handoff's error", transcript, events.HandoffFailed{SessionID: "s", Error: mark, At: at}},
+		{"a Telegram topic mode's user", topics, events.TopicModeEnabled{ChatID: "42", UserID: mark, At: at}},
+		{"a Telegram topic binding's user", topics, events.TopicBound{ChatID: "42", ThreadID: "7", UserID: mark, SessionKey: "k", SessionID: "s", At: at}},
 		{"a lane's creation", person, events.SessionCreated{SessionKey: "k", SessionID: "s", Origin: origin, DisplayName: mark, At: at}},
 		{"an imported lane", person, events.LaneImported{SessionKey: "k", SessionID: "s", Origin: origin, DisplayName: mark,
 			Extra: map[string]json.RawMessage{"note": json.RawMessage(`"` + mark + `"`)}, UpdatedAt: at}},

@@ -21,6 +21,8 @@ const (
 	TypeActivityRecorded       = "lane.activity_recorded.v1"
 	TypeExpiryFinalized        = "lane.expiry_finalized.v1"
 	TypeEntryPruned            = "lane.entry_pruned.v1"
+	TypeSessionCompressed      = "lane.session_compressed.v1"
+	TypeFreshResetConsumed     = "lane.fresh_reset_consumed.v1"
 )
 
 // Auto-reset reasons, as stored in [SessionAutoReset.Reason].
@@ -36,6 +38,21 @@ const (
 	ResumeRestartTimeout     = "restart_timeout"
 	ResumeShutdownTimeout    = "shutdown_timeout"
 	ResumeRestartInterrupted = "restart_interrupted"
+)
+
+// TurnSuperseded is the reason of a [TurnInterrupted] that closed a turn
+// because another turn started on the lane while it was open: the turn
+// will never complete, but no run ended under it (no resume mark, no
+// stuck-loop count).
+const TurnSuperseded = "superseded"
+
+// Causes of a [FreshResetConsumed].
+const (
+	// FreshResetConsumedExplicitly: the gateway said it consumed the flag.
+	FreshResetConsumedExplicitly = "explicit"
+	// FreshResetConsumedByTurn: the first turn of the reset session
+	// started (the first message after /new was handled).
+	FreshResetConsumedByTurn = "turn_started"
 )
 
 // Suspension reasons, as stored in [Suspended.Reason].
@@ -159,8 +176,9 @@ type TurnCompleted struct {
 }
 
 // TurnInterrupted records that the lane's open turn will never complete:
-// the process crashed under it (restart_interrupted) or a drain timed out
-// (shutdown_timeout, restart_timeout).
+// the process crashed under it (restart_interrupted), a drain timed out
+// (shutdown_timeout, restart_timeout), or another turn started over it
+// ([TurnSuperseded]).
 type TurnInterrupted struct {
 	TurnID string    `json:"turn_id"`
 	Reason string    `json:"reason"`
@@ -196,6 +214,34 @@ type EntryPruned struct {
 	SessionID string    `json:"session_id"`
 	At        time.Time `json:"at"`
 }
+
+// SessionCompressed records that context compression moved the lane to a
+// continuation session (Hermes sets entry.session_id and saves): SessionID
+// descends from PreviousSessionID through the transcripts' parent links.
+// Unlike a switch, the entry keeps everything else (token sums, flags, its
+// creation time, an open turn).
+type SessionCompressed struct {
+	SessionID         string    `json:"session_id"`
+	PreviousSessionID string    `json:"previous_session_id"`
+	At                time.Time `json:"at"`
+}
+
+// FreshResetConsumed records that the is_fresh_reset flag of the lane's
+// session (set by /new or /reset) was consumed: the first message of the
+// new session was handled (Cause), so channel and topic skills are
+// injected once.
+type FreshResetConsumed struct {
+	SessionID string    `json:"session_id"`
+	Cause     string    `json:"cause"`
+	At        time.Time `json:"at"`
+}
+
+func (e SessionCompressed) EventType() string      { return TypeSessionCompressed }
+func (e FreshResetConsumed) EventType() string     { return TypeFreshResetConsumed }
+func (e SessionCompressed) OccurredAt() time.Time  { return e.At }
+func (e FreshResetConsumed) OccurredAt() time.Time { return e.At }
+func (SessionCompressed) isEvent()                 {}
+func (FreshResetConsumed) isEvent()                {}
 
 func (e SessionCreated) EventType() string         { return TypeSessionCreated }
 func (e SessionAutoReset) EventType() string       { return TypeSessionAutoReset }

@@ -16,6 +16,7 @@ func (m Metadata) AppendJSON(b []byte) ([]byte, error) {
 		{"command_id", m.CommandID},
 		{"correlation_id", m.CorrelationID},
 		{"node", m.Node},
+		{"gateway_run", m.GatewayRun},
 		{"redacted", m.Redacted},
 	}
 	for _, f := range fields {

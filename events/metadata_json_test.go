@@ -17,7 +17,7 @@ func TestMetadataAppendJSON(t *testing.T) {
 		{"schema version only", events.Metadata{SchemaVersion: 1}},
 		{"zero", events.Metadata{}},
 		{"sweep", events.Metadata{SchemaVersion: 2, Command: "suspend_recently_active", CommandID: "0199b3c2-7d4e-7a10-8f3e-1c2d3e4f5a6b"}},
-		{"every field", events.Metadata{SchemaVersion: 3, Command: "c", CommandID: "id/with/slashes", CorrelationID: "corr", Node: "n1", Redacted: "er_1"}},
+		{"every field", events.Metadata{SchemaVersion: 3, Command: "c", CommandID: "id/with/slashes", CorrelationID: "corr", Node: "n1", GatewayRun: "default/run-1", Redacted: "er_1"}},
 		{"quote and backslash", events.Metadata{SchemaVersion: 1, CommandID: `a"b\c`}},
 		{"html characters", events.Metadata{SchemaVersion: 1, CommandID: "<a&b>"}},
 		{"control and non-ASCII", events.Metadata{SchemaVersion: 1, Command: "tab\there", Node: "nœud\u2028"}},
@@ -43,7 +43,7 @@ func FuzzMetadataAppendJSON(f *testing.F) {
 	f.Add(1, "resolve_session", "0199b3c2-7d4e-7a10-8f3e-1c2d3e4f5a6b", "", "node-1", "")
 	f.Add(0, "<", `"\`, "\x00", "é", "\xff")
 	f.Fuzz(func(t *testing.T, v int, command, commandID, correlation, node, redacted string) {
-		md := events.Metadata{SchemaVersion: v, Command: command, CommandID: commandID, CorrelationID: correlation, Node: node, Redacted: redacted}
+		md := events.Metadata{SchemaVersion: v, Command: command, CommandID: commandID, CorrelationID: correlation, Node: node, GatewayRun: node + "/" + correlation, Redacted: redacted}
 		want, err := json.Marshal(md)
 		if err != nil {
 			t.Fatal(err)

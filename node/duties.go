@@ -121,8 +121,9 @@ func (rt *runtime) becomeReady(bg *duties) error {
 }
 
 // startSingletons starts on d the duties one node of a store runs: the
-// hooks router (when webhooks are configured) and the expiry watcher (with
-// auto-prune). It reports false when d is stopping.
+// hooks router (when webhooks are configured), the expiry watcher (with
+// auto-prune) and the lease duty of the gateway processes' runs. It
+// reports false when d is stopping.
 func (rt *runtime) startSingletons(d *duties, router *hooks.Router) bool {
 	var hook commands.FinalizeHook
 	if router != nil {
@@ -131,7 +132,8 @@ func (rt *runtime) startSingletons(d *duties, router *hooks.Router) bool {
 			return false
 		}
 	}
-	return d.start("expiry", func(ctx context.Context, log *slog.Logger) { rt.watchExpiry(ctx, log, hook) })
+	return d.start("expiry", func(ctx context.Context, log *slog.Logger) { rt.watchExpiry(ctx, log, hook) }) &&
+		d.start("gateway-runs", rt.runGatewayRunLeases)
 }
 
 // runHooks runs the hooks router until ctx is done, restarting it from its

@@ -117,6 +117,9 @@ type runtime struct {
 	handler  *commands.Handler
 	server   *api.Server
 	listener net.Listener
+	// servingSince is the runtime clock's time when run began to serve
+	// (the gateway runs' lease grace counts from it).
+	servingSince time.Time
 	// purges runs the purges the erasing requests ask for (purger.go);
 	// set by run before it serves.
 	purges *purger
@@ -222,6 +225,8 @@ func Open(ctx context.Context, c Config) (*Node, error) {
 		PurgeStatus:         rt.purgeStatus,
 		LogDamaged:          rt.logDamaged,
 		Restart:             rt.requestRestart,
+		StuckLoopThreshold:  s.cfg.Recovery.StuckLoopThreshold,
+		Vacuum:              transcriptPruner{rt}.Vacuum,
 	})
 	return &Node{rt: rt, lock: lock, stopMemory: stopMemory, restart: restart}, nil
 }
@@ -381,6 +386,7 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 	// The erasing requests' purges run on the runner's context: they
 	// outlive a request that ends first (purger.go).
 	rt.purges = newPurger(runCtx, rt.purge, rt.raw.Head)
+	rt.servingSince = rt.now()
 	defer rt.rebuilds.close()
 
 	srv := &http.Server{

@@ -105,7 +105,11 @@ func (rt *runtime) recoverInterruptedRun(ctx context.Context, prev commands.Gate
 		return err
 	}
 	var recent []string
-	if rt.handler.Node() == "" {
+	gatewayRuns, err := rt.gatewayRunsRunning(ctx)
+	if err != nil {
+		return err
+	}
+	if rt.handler.Node() == "" && !gatewayRuns {
 		// With several nodes only the turns this node opened are
 		// recovered: a lane is not pinned to a node (one chat's messages
 		// may reach any node), so lanes recently active are most likely
@@ -121,26 +125,17 @@ func (rt *runtime) recoverInterruptedRun(ctx context.Context, prev commands.Gate
 }
 
 // ownTurns keeps, among lanes with an open turn, those whose turn this node
-// opened (the turn_started event carries the node's name). On a single node
-// every open turn is its own. The turns of a node that never comes back are
+// opened (the turn_started event carries the node's name), leaving out the
+// turns of gateway processes' runs (gatewayruns.go). On a single node every
+// other open turn is its own. The turns of a node that never comes back are
 // closed by another node once that node's lease expired (the adoption rule,
 // leases.go; see the README, Running on KurrentDB).
 func (rt *runtime) ownTurns(ctx context.Context, open []string) ([]string, error) {
-	node := rt.handler.Node()
-	if node == "" {
-		return open, nil
-	}
 	turns, err := rt.handler.OpenTurns(ctx, open)
 	if err != nil {
 		return nil, err
 	}
-	var own []string
-	for _, t := range turns {
-		if t.Node == node {
-			own = append(own, t.Key)
-		}
-	}
-	return own, nil
+	return ownRunTurns(turns, rt.handler.Node()), nil
 }
 
 // suspendStuckLoops suspends the lanes whose turn was cut by the last

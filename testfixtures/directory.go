@@ -2,6 +2,7 @@ package testfixtures
 
 import (
 	"context"
+	"errors"
 	"slices"
 
 	"hermes/events"
@@ -36,4 +37,27 @@ func (d StoreDirectory) SessionKeys(ctx context.Context) ([]string, error) {
 	}
 	slices.Sort(keys)
 	return keys, nil
+}
+
+// OpenTurnKeys lists every lane (the commands read each and keep those with
+// a turn open): the slow, obviously right OpenTurnDirectory.
+func (d StoreDirectory) OpenTurnKeys(ctx context.Context) ([]string, error) {
+	return d.SessionKeys(ctx)
+}
+
+// RunUsed reports whether the log holds a start of run runID of gateway.
+func (d StoreDirectory) RunUsed(ctx context.Context, gateway, runID string) (bool, error) {
+	envs, err := d.Store.ReadStream(ctx, events.GatewayRunStream(gateway), 1, 1<<20, events.Forwards)
+	if errors.Is(err, events.ErrStreamNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, env := range envs {
+		if e, ok := env.Event.(events.GatewayRunStarted); ok && e.RunID == runID {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -320,85 +320,111 @@ func (s *server) mustWithKey(t *testing.T, method, path string, body any, key st
 }
 
 // TestBigErasureUnderLoad: a person with 3,000 messages, each with a word
-// of its own, is forgotten while 8 writers append for other people. The
-// erasure answers 200 (it waits as long as its purge needs), every writer's
-// append answers 200 meanwhile, and right after the answer, with the server
-// still running, no file under the home (WALs included) holds any of the
-// person's words, nor does either FTS5 index's _idx or _data table; the
-// control, before the erasure, finds them.
+// of its own, is erased by each kind of erasure through the API (forget
+// the person; delete, clear or prune the transcript; retention is the
+// same purge, run by the expiry watcher: TestErasureLeavesNoMarkerInAnyFile)
+// while 8 writers append for other people. The erasure answers 200 (it waits as long as its purge needs),
+// every writer's append answers 200 meanwhile, and right after the answer,
+// with the server still running, no file under the home (WALs included)
+// holds any of the person's words, nor does either FTS5 index's _idx or
+// _data table; the control, before the erasure, finds them.
 func TestBigErasureUnderLoad(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts hermes serve and appends 3,000 messages")
+		t.Skip("starts hermes serve and appends 3,000 messages a kind")
 	}
-	home := t.TempDir()
-	s := startServer(t, home, nil)
-	marker := ondisk.RandomMarker(t, "bigmk")
-	user := "u-" + ondisk.RandomMarker(t, "")[:8]
-	var r resolved
-	s.must("POST", "/v1/sessions/resolve", map[string]any{"source": map[string]any{"platform": "telegram", "chat_id": "c-" + user, "chat_type": "dm", "user_id": user}}, &r)
-	const messages = 3000
-	for i := range messages {
-		s.must("POST", "/v1/transcripts/"+r.Entry.SessionID+"/messages", map[string]any{"role": "user", "content": "note " + marker + strconv.Itoa(i) + " about the trip"}, nil)
+	kinds := []struct {
+		name  string
+		erase func(t *testing.T, s *server, user, sid string)
+	}{
+		{name: "forget", erase: func(t *testing.T, s *server, user, _ string) {
+			var out struct{ Erased struct{ Transcripts int } }
+			s.must("POST", "/v1/erasure", map[string]any{"platform": "telegram", "user_id": user}, &out)
+			if out.Erased.Transcripts != 1 {
+				t.Fatalf("erased %+v, want 1 transcript", out.Erased)
+			}
+		}},
+		{name: "delete", erase: func(t *testing.T, s *server, _, sid string) {
+			s.must("DELETE", "/v1/transcripts/"+sid, nil, nil)
+		}},
+		{name: "clear", erase: func(t *testing.T, s *server, _, sid string) {
+			s.must("POST", "/v1/transcripts/"+sid+"/clear", nil, nil)
+		}},
+		{name: "prune", erase: func(t *testing.T, s *server, _, sid string) {
+			s.must("POST", "/v1/transcripts/"+sid+"/end", map[string]any{"reason": "user_exit"}, nil)
+			var out struct{ Deleted int }
+			s.must("POST", "/v1/maintenance/prune-sessions", map[string]any{"older_than_days": 0}, &out)
+			if out.Deleted != 1 {
+				t.Fatalf("prune-sessions deleted %d, want 1", out.Deleted)
+			}
+		}},
 	}
-	if found := filesHolding(t, home, marker); len(found) == 0 {
-		t.Fatal("control: no file holds the person's words before the erasure; the check cannot fail")
-	}
+	for _, kind := range kinds {
+		t.Run(kind.name, func(t *testing.T) {
+			home := t.TempDir()
+			s := startServer(t, home, nil)
+			marker := ondisk.RandomMarker(t, "bigmk")
+			user := "u-" + ondisk.RandomMarker(t, "")[:8]
+			var r resolved
+			s.must("POST", "/v1/sessions/resolve", map[string]any{"source": map[string]any{"platform": "telegram", "chat_id": "c-" + user, "chat_type": "dm", "user_id": user}}, &r)
+			const messages = 3000
+			for i := range messages {
+				s.must("POST", "/v1/transcripts/"+r.Entry.SessionID+"/messages", map[string]any{"role": "user", "content": "note " + marker + strconv.Itoa(i) + " about the trip"}, nil)
+			}
+			if found := filesHolding(t, home, marker); len(found) == 0 {
+				t.Fatal("control: no file holds the person's words before the erasure; the check cannot fail")
+			}
 
-	stop := make(chan struct{})
-	writers := make(chan error, 8)
-	for w := range 8 {
-		go func() {
-			var other resolved
-			if status, err := s.request("POST", "/v1/sessions/resolve", map[string]any{"source": map[string]any{"platform": "slack", "chat_id": "w" + strconv.Itoa(w), "user_id": "other" + strconv.Itoa(w)}}, &other); err != nil || status != http.StatusOK {
-				writers <- errors.Join(err, errors.New("resolve "+strconv.Itoa(status)))
-				return
+			stop := make(chan struct{})
+			writers := make(chan error, 8)
+			for w := range 8 {
+				go func() {
+					var other resolved
+					if status, err := s.request("POST", "/v1/sessions/resolve", map[string]any{"source": map[string]any{"platform": "slack", "chat_id": "w" + strconv.Itoa(w), "user_id": "other" + strconv.Itoa(w)}}, &other); err != nil || status != http.StatusOK {
+						writers <- errors.Join(err, errors.New("resolve "+strconv.Itoa(status)))
+						return
+					}
+					for i := 0; ; i++ {
+						select {
+						case <-stop:
+							writers <- nil
+							return
+						default:
+						}
+						status, err := s.request("POST", "/v1/transcripts/"+other.Entry.SessionID+"/messages", map[string]any{"role": "user", "content": "unrelated " + strconv.Itoa(i)}, nil)
+						if err != nil || status != http.StatusOK {
+							writers <- errors.Join(err, errors.New("append answered "+strconv.Itoa(status)+" during the erasure"))
+							return
+						}
+					}
+				}()
 			}
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					writers <- nil
-					return
-				default:
-				}
-				status, err := s.request("POST", "/v1/transcripts/"+other.Entry.SessionID+"/messages", map[string]any{"role": "user", "content": "unrelated " + strconv.Itoa(i)}, nil)
-				if err != nil || status != http.StatusOK {
-					writers <- errors.Join(err, errors.New("append answered "+strconv.Itoa(status)+" during the erasure"))
-					return
+			kind.erase(t, s, user, r.Entry.SessionID)
+			if found := filesHolding(t, home, marker); len(found) > 0 {
+				t.Errorf("right after the %s answered, the person's words are in %v", kind.name, found)
+			}
+			close(stop)
+			for range 8 {
+				if err := <-writers; err != nil {
+					t.Error(err)
 				}
 			}
-		}()
-	}
-	var out struct {
-		Erased struct{ Transcripts int }
-	}
-	s.must("POST", "/v1/erasure", map[string]any{"platform": "telegram", "user_id": user}, &out)
-	if found := filesHolding(t, home, marker); len(found) > 0 {
-		t.Errorf("right after the erasure answered, the person's words are in %v", found)
-	}
-	close(stop)
-	for range 8 {
-		if err := <-writers; err != nil {
-			t.Error(err)
-		}
-	}
-	if out.Erased.Transcripts != 1 {
-		t.Fatalf("erased %+v, want 1 transcript", out.Erased)
-	}
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(home, "state.db")+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for _, table := range []string{"messages_fts_idx", "messages_fts_trigram_idx"} {
-		var n int
-		if err := db.QueryRow("SELECT count(*) FROM "+table+" WHERE instr(term, ?) > 0", marker[:4]).Scan(&n); err != nil || n != 0 {
-			t.Errorf("%s holds %d terms of the person's words (%v)", table, n, err)
-		}
-	}
-	for _, table := range []string{"messages_fts_data", "messages_fts_trigram_data"} {
-		var n int
-		if err := db.QueryRow("SELECT count(*) FROM "+table+" WHERE instr(block, ?) > 0", marker[2:]).Scan(&n); err != nil || n != 0 {
-			t.Errorf("%s holds %d blocks with the person's words (%v)", table, n, err)
-		}
+			db, err := sql.Open("sqlite", "file:"+filepath.Join(home, "state.db")+"?mode=ro")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			for _, table := range []string{"messages_fts_idx", "messages_fts_trigram_idx"} {
+				var n int
+				if err := db.QueryRow("SELECT count(*) FROM "+table+" WHERE instr(term, ?) > 0", marker[:4]).Scan(&n); err != nil || n != 0 {
+					t.Errorf("%s holds %d terms of the person's words (%v)", table, n, err)
+				}
+			}
+			for _, table := range []string{"messages_fts_data", "messages_fts_trigram_data"} {
+				var n int
+				if err := db.QueryRow("SELECT count(*) FROM "+table+" WHERE instr(block, ?) > 0", marker[2:]).Scan(&n); err != nil || n != 0 {
+					t.Errorf("%s holds %d blocks with the person's words (%v)", table, n, err)
+				}
+			}
+		})
 	}
 }

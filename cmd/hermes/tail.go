@@ -100,7 +100,7 @@ func runTail(ctx context.Context, g *globalFlags, key string, o tailOptions, out
 				if err := p.lane(env, env.Version >= o.fromVersion); err != nil {
 					return err
 				}
-			} else if events.IsGatewayStream(env.Stream) {
+			} else if countsRestarts(env.Stream) {
 				if !untilTime.IsZero() && env.Event.OccurredAt().After(untilTime) {
 					return nil
 				}
@@ -133,7 +133,7 @@ func runTail(ctx context.Context, g *globalFlags, key string, o tailOptions, out
 			if err := p.lane(env, env.Version >= o.fromVersion); err != nil {
 				return err
 			}
-		} else if events.IsGatewayStream(env.Stream) {
+		} else if countsRestarts(env.Stream) {
 			if err := p.gateway(env); err != nil {
 				return err
 			}
@@ -262,6 +262,10 @@ func (p *tailPrinter) gateway(env events.Envelope) error {
 		}
 	case events.RunAdopted:
 		stop = "crash, adopted by node " + e.By
+	case events.GatewayRunStopped:
+		stop = "gateway run " + e.RunID + " stopped"
+	case events.GatewayRunLost:
+		stop = "gateway run " + e.RunID + " lost (" + e.Cause + ")"
 	}
 	if node, ok := strings.CutPrefix(env.Stream, events.GatewayStream+"-"); ok {
 		stop = "node " + node + " " + stop
@@ -274,6 +278,14 @@ func (p *tailPrinter) gateway(env events.Envelope) error {
 		env.Event.OccurredAt().UTC().Format("2006-01-02T15:04:05.000000Z"), "gw",
 		p.paint(env.Type, "1;33"), stop, what, before, p.restarts)
 	return err
+}
+
+// countsRestarts reports whether stream holds run ends that count toward
+// the stuck-loop escalation: a hermes node's gateway stream, or a gateway
+// process's run stream.
+func countsRestarts(stream string) bool {
+	_, run := events.GatewayOfRunStream(stream)
+	return run || events.IsGatewayStream(stream)
 }
 
 func (p *tailPrinter) transcript(env events.Envelope) error {

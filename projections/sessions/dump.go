@@ -46,6 +46,9 @@ func (p *Projection) Dump(ctx context.Context, w io.Writer) error {
 			fmt.Fprintf(w, "restart_failures %q %d node %q\n", c.key, c.count, c.node)
 		}
 	}
+	if err := p.dumpRuns(ctx, w); err != nil {
+		return err
+	}
 	var counted string
 	err = p.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'stop_counted'`).Scan(&counted)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {

@@ -33,6 +33,8 @@ var migrations = []migrate.Step{
 	// it, which now scans them (24 ms for the newest 100 of 100,000).
 	{Version: 4, Name: "drop lanes_updated_at: touches write one page, not two",
 		Up: migrate.SQL(`DROP INDEX IF EXISTS lanes_updated_at`)},
+	{Version: 5, Name: "gateway_runs: the runs of the gateway processes (gatewayrun-<gateway>)",
+		Up: migrate.SQL(gatewayRunsSQL)},
 }
 
 // migrateSchema brings the file of db to the last step. A lanes.db written

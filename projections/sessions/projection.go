@@ -245,7 +245,7 @@ func (p *Projection) Checkpoint(ctx context.Context) (uint64, error) {
 
 func (p *Projection) reset(ctx context.Context) error {
 	_, err := p.db.ExecContext(ctx, `
-		DELETE FROM lanes; DELETE FROM restart_failures; DELETE FROM meta;
+		DELETE FROM lanes; DELETE FROM restart_failures; DELETE FROM meta; DELETE FROM gateway_runs;
 		INSERT INTO meta(key, value) VALUES ('projection', ?), ('checkpoint', '0')`, Name)
 	if err != nil {
 		return fmt.Errorf("reset %s: %w", Name, err)
@@ -278,6 +278,10 @@ type batchState struct {
 	// touches are the lanes only Touched events change in a live batch,
 	// written without reading their rows (touches.go); nil in a bulk load.
 	touches map[string]*pendingTouch
+	// runs are the gateway runs loaded (nil: no row) and changed
+	// (gatewayruns.go).
+	runs      map[runKey]*domain.GatewayRun
+	runsDirty map[runKey]bool
 }
 
 // Apply implements projections.Projection.
@@ -356,7 +360,8 @@ func (p *Projection) apply(ctx context.Context, batch []events.Envelope) error {
 // newBatchState returns an empty batchState.
 func newBatchState() *batchState {
 	return &batchState{rows: map[string]*Row{}, dirty: map[string]bool{}, touchOnly: map[string]bool{}, failures: map[string]int{},
-		failNodes: map[string]string{}, touched: map[string]bool{}, stopCounted: map[string]bool{}, stopCountedDirty: map[string]bool{}}
+		failNodes: map[string]string{}, touched: map[string]bool{}, stopCounted: map[string]bool{}, stopCountedDirty: map[string]bool{},
+		runs: map[runKey]*domain.GatewayRun{}, runsDirty: map[runKey]bool{}}
 }
 
 // queryer is a *sql.Tx, or the *sql.DB between the commits of a bulk load.
@@ -389,6 +394,12 @@ func (p *Projection) fold(ctx context.Context, q queryer, st *batchState, batch 
 		}
 		if events.IsGatewayStream(env.Stream) {
 			if err := p.applyGateway(ctx, q, st, env); err != nil {
+				return checkpoint, err
+			}
+			continue
+		}
+		if gateway, ok := events.GatewayOfRunStream(env.Stream); ok {
+			if err := p.applyGatewayRun(ctx, q, st, gateway, env); err != nil {
 				return checkpoint, err
 			}
 		}
@@ -685,6 +696,9 @@ func writeRows(ctx context.Context, tx *sql.Tx, st *batchState) error {
 		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)`, stopCountedKey(node), v); err != nil {
 			return fmt.Errorf("apply: stop_counted: %w", err)
 		}
+	}
+	if err := writeRuns(ctx, tx, st); err != nil {
+		return err
 	}
 	for key := range st.touched {
 		var err error

@@ -170,6 +170,23 @@ type step struct {
 	// node: a gateway event of that node's stream gateway-<node> (several
 	// nodes on one store); "": the single node's "gateway".
 	node string
+	// gateway: an event of that gateway process's run stream.
+	gateway string
+}
+
+// runStep is an event of the default gateway process's run stream.
+func runStep(e events.Event) step { return step{event: e, gateway: "default"} }
+
+func runStarted(run string) step {
+	return runStep(events.GatewayRunStarted{Gateway: "default", RunID: run, LeaseSeconds: 60, LeaseUntil: t0.Add(time.Minute), At: t0})
+}
+
+func runLost(run string, lanes ...string) step {
+	return runStep(events.GatewayRunLost{RunID: run, Cause: events.RunLostLeaseExpired, OpenLanes: append([]string{}, lanes...), At: t0})
+}
+
+func runStopped(run string, lanes ...string) step {
+	return runStep(events.GatewayRunStopped{RunID: run, OpenLanes: append([]string{}, lanes...), At: t0})
 }
 
 func gw(e events.Event) step { return step{event: e} }
@@ -294,6 +311,28 @@ func TestProjection_StuckLoopCounts(t *testing.T) {
 			want: map[string]int{laneA: 2},
 		},
 		{
+			name: "a gateway process: cut at three consecutive run ends (two losses and a stop) reaches the threshold",
+			given: []step{runStarted("r1"), runLost("r1", laneA), runStarted("r2"), runLost("r2", laneA),
+				runStarted("r3"), runStopped("r3", laneA)},
+			want:      map[string]int{laneA: 3},
+			wantStuck: []string{laneA},
+		},
+		{
+			name:  "a gateway process: a stop with no turn open drops the counts it recorded, not hermes' own",
+			given: []step{started(), drained(laneB), runStarted("r1"), runLost("r1", laneA), runStarted("r2"), runStopped("r2")},
+			want:  map[string]int{laneB: 1},
+		},
+		{
+			name:  "a gateway process: hermes' own completed drain leaves the gateway's counts",
+			given: []step{runStarted("r1"), runLost("r1", laneA), started(), drained()},
+			want:  map[string]int{laneA: 1},
+		},
+		{
+			name:  "a gateway process: a run lost twice counts once",
+			given: []step{runStarted("r1"), runLost("r1", laneA), runLost("r1", laneA)},
+			want:  map[string]int{laneA: 1},
+		},
+		{
 			name:      "a lane listed twice counts once",
 			given:     []step{started(), drained(laneA, laneA), started(), crashed(laneA, laneA)},
 			want:      map[string]int{laneA: 2},
@@ -310,6 +349,9 @@ func TestProjection_StuckLoopCounts(t *testing.T) {
 				stream := events.GatewayStreamOf(s.node)
 				if s.lane != "" {
 					stream = events.LaneStream(s.lane)
+				}
+				if s.gateway != "" {
+					stream = events.GatewayRunStream(s.gateway)
 				}
 				if _, err := w.store.Append(ctx, stream, events.AnyVersion(), []events.Proposed{{ID: fmt.Sprintf("e%d", i), Event: s.event}}); err != nil {
 					t.Fatal(err)
@@ -540,4 +582,53 @@ func randomHistory(ctx context.Context, rt *rapid.T, w *world) []events.Envelope
 
 func isRefusal(err error) bool {
 	return err != nil && (strings.Contains(err.Error(), "not found") || strings.Contains(err.Error(), "suspended"))
+}
+
+// TestProjection_GatewayRuns: the runs of a gateway process, folded from
+// its run stream: a heartbeat moves the lease, an end records the state,
+// the cut lanes and the cause; the running ones are listed apart.
+func TestProjection_GatewayRuns(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	p := w.open(t, "lanes.db", sessions.Exports{})
+	stream := events.GatewayRunStream("default")
+	for i, e := range []events.Event{
+		events.GatewayRunStarted{Gateway: "default", RunID: "r1", PID: 10, Host: "h", LeaseSeconds: 60, LeaseUntil: t0.Add(time.Minute), At: t0},
+		events.LeaseRenewed{Holder: "r1", Until: t0.Add(2 * time.Minute), At: t0.Add(time.Minute)},
+		events.GatewayRunLost{RunID: "r1", Cause: events.RunLostRestarted, LeaseUntil: t0.Add(2 * time.Minute), OpenLanes: []string{laneA}, At: t0.Add(90 * time.Second)},
+		events.GatewayRunStarted{Gateway: "default", RunID: "r2", PID: 11, Host: "h", LeaseSeconds: 60, LeaseUntil: t0.Add(150 * time.Second), At: t0.Add(90 * time.Second)},
+	} {
+		if _, err := w.store.Append(ctx, stream, events.AnyVersion(), []events.Proposed{{ID: fmt.Sprintf("r%d", i), Event: e}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := w.store.ReadAll(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Apply(ctx, all); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := p.GatewayRuns(ctx, "default", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []domain.GatewayRun{
+		{Gateway: "default", RunID: "r2", PID: 11, Host: "h", StartedAt: t0.Add(90 * time.Second), LeaseSeconds: 60, LeaseUntil: t0.Add(150 * time.Second), State: domain.RunRunning, Position: 4},
+		{Gateway: "default", RunID: "r1", PID: 10, Host: "h", StartedAt: t0, LeaseSeconds: 60, LeaseUntil: t0.Add(2 * time.Minute), State: domain.RunLost, Position: 1,
+			EndedAt: t0.Add(90 * time.Second), Cause: events.RunLostRestarted, Cut: []string{laneA}},
+	}
+	if diff := cmp.Diff(want, runs); diff != "" {
+		t.Errorf("GatewayRuns (-want +got):\n%s", diff)
+	}
+	running, err := p.RunningGatewayRuns(ctx)
+	if err != nil || len(running) != 1 || running[0].RunID != "r2" {
+		t.Errorf("RunningGatewayRuns = %+v, %v; want r2", running, err)
+	}
+	if used, _ := p.GatewayRunUsed(ctx, "default", "r1"); !used {
+		t.Errorf("GatewayRunUsed(r1) = false, want true")
+	}
+	if n, _ := p.RestartFailureCount(ctx, laneA); n != 1 {
+		t.Errorf("RestartFailureCount(laneA) = %d, want 1", n)
+	}
 }

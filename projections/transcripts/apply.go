@@ -235,6 +235,8 @@ type applier struct {
 	pending []pendingMessage
 	// clamps are the values of the batch's events left out or capped.
 	clamps []projections.Clamp
+	// topicTables: the Telegram topic tables exist (gatewaystate.go).
+	topicTables bool
 }
 
 // clamp notes that field of the envelope being applied was clamped.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -62,6 +61,9 @@ func (ss *streamsService) Append(srv streams.Streams_AppendServer) error {
 	default:
 		x = expectation{kind: expectAny}
 	}
+	if x.kind == expectRevision && x.revision > deletedStream {
+		return status.Error(codes.InvalidArgument, "expected revision out of range")
+	}
 
 	var recs []*record
 	size := 0
@@ -88,9 +90,11 @@ func (ss *streamsService) Append(srv streams.Streams_AppendServer) error {
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
 		md := p.GetMetadata()
-		if md["type"] == "" {
-			return exception(ctx, codes.InvalidArgument, "missing-required-metadata-property",
-				"Required Metadata Property 'type' is missing", "required-metadata-properties", "type,content-type")
+		for _, key := range []string{"type", "content-type"} {
+			if _, ok := md[key]; !ok {
+				return exception(ctx, codes.InvalidArgument, "missing-required-metadata-property",
+					"Required Metadata Property '"+key+"' is missing", "required-metadata-properties", "type,content-type")
+			}
 		}
 		recs = append(recs, &record{
 			stream:      stream,
@@ -103,6 +107,9 @@ func (ss *streamsService) Append(srv streams.Streams_AppendServer) error {
 	}
 
 	out := ss.s.log.appendEvents(stream, x, recs)
+	if out.deleted {
+		return streamDeleted(ctx, stream)
+	}
 	if out.wrongVersion {
 		w := &streams.AppendResp_WrongExpectedVersion{}
 		if out.exists {
@@ -253,13 +260,16 @@ func (ss *streamsService) Read(req *streams.ReadReq, srv streams.Streams_ReadSer
 		all, _ := ss.s.log.allRecords()
 		recs = readAllRange(all, o)
 	} else {
-		st, _ := ss.s.log.streamRecords(o.stream)
-		if len(st) == 0 {
+		v := ss.s.log.view(o.stream)
+		switch v.status() {
+		case readDeleted:
+			return streamDeleted(srv.Context(), o.stream)
+		case readNotFound:
 			return srv.Send(&streams.ReadResp{Content: &streams.ReadResp_StreamNotFound_{StreamNotFound: &streams.ReadResp_StreamNotFound{
 				StreamIdentifier: &shared.StreamIdentifier{StreamName: []byte(o.stream)},
 			}}})
 		}
-		recs = readStreamRange(st, o)
+		recs = readStreamRange(v, o)
 	}
 	for _, r := range recs {
 		if err := srv.Send(eventResp(r, o.stringIDs)); err != nil {
@@ -269,35 +279,42 @@ func (ss *streamsService) Read(req *streams.ReadReq, srv streams.Streams_ReadSer
 	return nil
 }
 
-// readStreamRange: revision-inclusive, in the read's direction, up to count.
-func readStreamRange(st []*record, o readOptions) []*record {
+// readStreamRange: revision-inclusive, in the read's direction, up to
+// count, without the events $tb, $maxCount or $maxAge hide.
+func readStreamRange(v streamView, o readOptions) []*record {
 	var out []*record
-	n := uint64(len(st))
 	if !o.backwards {
-		i := o.from
-		if o.fromStart {
-			i = 0
+		from := o.from
+		switch {
+		case o.fromStart:
+			from = 0
+		case o.fromEnd:
+			return nil
 		}
-		if o.fromEnd {
-			i = n
-		}
-		for ; i < n && uint64(len(out)) < o.count; i++ {
-			out = append(out, st[i])
+		from = min(max(from, v.first()), deletedStream)
+		for i := firstAfter(v.recs, int64(from)-1); i < len(v.recs) && uint64(len(out)) < o.count; i++ {
+			if r := v.recs[i]; v.visible(r) {
+				out = append(out, r)
+			}
 		}
 		return out
 	}
-	i := int64(o.from)
-	if o.fromEnd || o.from >= n {
-		i = int64(n) - 1
+	end := o.from
+	switch {
+	case o.fromEnd:
+		end = uint64(v.last)
+	case o.fromStart:
+		end = 0
 	}
-	if o.fromStart {
-		i = 0
-		if n == 0 {
-			i = -1
+	first := v.first()
+	for i := firstAfter(v.recs, int64(min(end, deletedStream))) - 1; i >= 0 && uint64(len(out)) < o.count; i-- {
+		r := v.recs[i]
+		if r.revision < first {
+			break
 		}
-	}
-	for ; i >= 0 && uint64(len(out)) < o.count; i-- {
-		out = append(out, st[i])
+		if v.visible(r) {
+			out = append(out, r)
+		}
 	}
 	return out
 }
@@ -369,11 +386,17 @@ func eventResp(r *record, stringIDs bool) *streams.ReadResp {
 	}}}
 }
 
+// streamDeleted is the server's answer to a read of, or a write to, a
+// tombstoned stream.
+func streamDeleted(ctx context.Context, name string) error {
+	return exception(ctx, codes.FailedPrecondition, "stream-deleted",
+		fmt.Sprintf("Event stream '%s' is deleted.", name), "stream-name", name)
+}
+
 // subscribe serves a catch-up subscription: confirmation, history after
 // the (exclusive) start, caught_up, then live events until the client
 // goes away or the server stops.
 func (ss *streamsService) subscribe(o readOptions, srv streams.Streams_ReadServer) error {
-	ctx := srv.Context()
 	if o.backwards {
 		return status.Error(codes.InvalidArgument, "subscriptions read forwards")
 	}
@@ -383,49 +406,42 @@ func (ss *streamsService) subscribe(o readOptions, srv streams.Streams_ReadServe
 	}}}); err != nil {
 		return err
 	}
-	// next is the index (in $all or in the stream) of the next record to look at.
-	var next int
 	if o.all {
-		all, _ := ss.s.log.allRecords()
-		switch {
-		case o.fromEnd:
-			next = len(all)
-		case o.fromStart:
-			next = 0
-		default:
-			next = firstAtOrAfter(all, o.from)
-			if next < len(all) && all[next].position == o.from {
-				next++ // the start position is exclusive
-			}
+		return ss.subscribeAll(o, srv)
+	}
+	return ss.subscribeStream(o, srv)
+}
+
+// subscribeAll follows $all by position, so that a scavenge removing
+// records behind it changes nothing; events of deleted, truncated or
+// expired streams are delivered until a scavenge removes them, as $all
+// reads do.
+func (ss *streamsService) subscribeAll(o readOptions, srv streams.Streams_ReadServer) error {
+	ctx := srv.Context()
+	all, _ := ss.s.log.allRecords()
+	// from is the position of the next record to look at.
+	var from uint64
+	switch {
+	case o.fromEnd:
+		if len(all) > 0 {
+			from = all[len(all)-1].position + 1
 		}
-	} else {
-		st, _ := ss.s.log.streamRecords(o.stream)
-		switch {
-		case o.fromEnd:
-			next = len(st)
-		case o.fromStart:
-			next = 0
-		default:
-			next = int(o.from) + 1
-		}
+	case o.fromStart:
+	default:
+		from = o.from + 1 // the start position is exclusive
 	}
 	scanned := 0
 	caughtUp := false
 	for {
-		var recs []*record
-		var changed <-chan struct{}
-		if o.all {
-			recs, changed = ss.s.log.allRecords()
-		} else {
-			recs, changed = ss.s.log.streamRecords(o.stream)
-		}
-		for ; next < len(recs); next++ {
-			r := recs[next]
+		all, changed := ss.s.log.allRecords()
+		for i := firstAtOrAfter(all, from); i < len(all); i++ {
+			r := all[i]
 			if o.filter.match(r) {
 				if err := srv.Send(eventResp(r, o.stringIDs)); err != nil {
 					return err
 				}
 			}
+			from = r.position + 1
 			scanned++
 			if o.checkpointEvery > 0 && scanned%o.checkpointEvery == 0 {
 				if err := srv.Send(&streams.ReadResp{Content: &streams.ReadResp_Checkpoint_{Checkpoint: &streams.ReadResp_Checkpoint{
@@ -437,7 +453,7 @@ func (ss *streamsService) subscribe(o readOptions, srv streams.Streams_ReadServe
 		}
 		if !caughtUp {
 			caughtUp = true
-			if err := srv.Send(&streams.ReadResp{Content: &streams.ReadResp_CaughtUp_{CaughtUp: &streams.ReadResp_CaughtUp{}}}); err != nil {
+			if err := sendCaughtUp(srv); err != nil {
 				return err
 			}
 		}
@@ -449,6 +465,144 @@ func (ss *streamsService) subscribe(o readOptions, srv streams.Streams_ReadServe
 	}
 }
 
+// subscribeStream catches up with the stream's reads (a tombstoned stream
+// ends the subscription with stream-deleted, a missing or soft-deleted one
+// has nothing yet, $tb, $maxCount and $maxAge hide what they hide), then
+// delivers every event appended since, after the last one sent; a
+// tombstone is delivered, then ends the subscription with stream-deleted.
+func (ss *streamsService) subscribeStream(o readOptions, srv streams.Streams_ReadServer) error {
+	ctx := srv.Context()
+	// checkpoint is the revision of the last event sent (or skipped); -1: none.
+	checkpoint := int64(-1)
+	switch {
+	case o.fromEnd:
+		checkpoint = ss.s.log.view(o.stream).last
+		if checkpoint == deletedStream {
+			checkpoint = -1 // catch-up reports the deletion
+		}
+	case o.fromStart:
+	default:
+		checkpoint = int64(min(o.from, deletedStream-1))
+	}
+	caughtUp := false
+	var live uint64 // live events are those at or after this position
+	for {
+		v := ss.s.log.view(o.stream)
+		if !caughtUp {
+			live = v.next
+			switch v.status() {
+			case readDeleted:
+				return streamDeleted(ctx, o.stream)
+			case readOK:
+				for i := firstAfter(v.recs, checkpoint); i < len(v.recs); i++ {
+					r := v.recs[i]
+					if !v.visible(r) {
+						continue
+					}
+					if err := srv.Send(eventResp(r, o.stringIDs)); err != nil {
+						return err
+					}
+					checkpoint = int64(r.revision)
+				}
+			}
+			caughtUp = true
+			if err := sendCaughtUp(srv); err != nil {
+				return err
+			}
+		} else {
+			for i := firstAfter(v.recs, checkpoint); i < len(v.recs); i++ {
+				r := v.recs[i]
+				if r.position < live {
+					continue
+				}
+				if err := srv.Send(eventResp(r, o.stringIDs)); err != nil {
+					return err
+				}
+				checkpoint = int64(r.revision)
+				if r.tombstone() {
+					return streamDeleted(ctx, o.stream)
+				}
+			}
+		}
+		select {
+		case <-v.changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func sendCaughtUp(srv streams.Streams_ReadServer) error {
+	return srv.Send(&streams.ReadResp{Content: &streams.ReadResp_CaughtUp_{CaughtUp: &streams.ReadResp_CaughtUp{}}})
+}
+
+// Delete soft-deletes a stream.
+func (ss *streamsService) Delete(ctx context.Context, req *streams.DeleteReq) (*streams.DeleteResp, error) {
+	o := req.GetOptions()
+	name := string(o.GetStreamIdentifier().GetStreamName())
+	x := expectation{kind: expectAny}
+	switch v := o.GetExpectedStreamRevision().(type) {
+	case *streams.DeleteReq_Options_Revision:
+		x = expectation{kind: expectRevision, revision: v.Revision}
+	case *streams.DeleteReq_Options_NoStream:
+		x = expectation{kind: expectNoStream}
+	case *streams.DeleteReq_Options_StreamExists:
+		x = expectation{kind: expectStreamExists}
+	}
+	out, err := ss.deleteStream(ctx, "Delete", name, x, false)
+	if err != nil {
+		return nil, err
+	}
+	return &streams.DeleteResp{PositionOption: &streams.DeleteResp_Position_{Position: &streams.DeleteResp_Position{
+		CommitPosition: out.position, PreparePosition: out.position,
+	}}}, nil
+}
+
+// Tombstone hard-deletes a stream.
+func (ss *streamsService) Tombstone(ctx context.Context, req *streams.TombstoneReq) (*streams.TombstoneResp, error) {
+	o := req.GetOptions()
+	name := string(o.GetStreamIdentifier().GetStreamName())
+	x := expectation{kind: expectAny}
+	switch v := o.GetExpectedStreamRevision().(type) {
+	case *streams.TombstoneReq_Options_Revision:
+		x = expectation{kind: expectRevision, revision: v.Revision}
+	case *streams.TombstoneReq_Options_NoStream:
+		x = expectation{kind: expectNoStream}
+	case *streams.TombstoneReq_Options_StreamExists:
+		x = expectation{kind: expectStreamExists}
+	}
+	out, err := ss.deleteStream(ctx, "Delete", name, x, true)
+	if err != nil {
+		return nil, err
+	}
+	return &streams.TombstoneResp{PositionOption: &streams.TombstoneResp_Position_{Position: &streams.TombstoneResp_Position{
+		CommitPosition: out.position, PreparePosition: out.position,
+	}}}, nil
+}
+
+func (ss *streamsService) deleteStream(ctx context.Context, op, name string, x expectation, hard bool) (deleteOutcome, error) {
+	if name == "" {
+		return deleteOutcome{}, status.Error(codes.InvalidArgument, "stream name is empty")
+	}
+	if x.kind == expectRevision && x.revision > deletedStream {
+		return deleteOutcome{}, status.Error(codes.InvalidArgument, "expected revision out of range")
+	}
+	out := ss.s.log.deleteStream(name, x, hard)
+	switch {
+	case out.deleted:
+		return out, streamDeleted(ctx, name)
+	case out.wrongVersion:
+		expected := map[expectKind]int64{expectAny: -2, expectNoStream: -1, expectStreamExists: -4}[x.kind]
+		if x.kind == expectRevision {
+			expected = int64(x.revision)
+		}
+		return out, exception(ctx, codes.FailedPrecondition, "wrong-expected-version",
+			fmt.Sprintf("%s failed due to WrongExpectedVersion. Stream: %s, Expected version: %d, Actual version: %d", op, name, expected, out.current),
+			"stream-name", name, "expected-version", strconv.FormatInt(expected, 10), "actual-version", strconv.FormatInt(out.current, 10))
+	}
+	return out, nil
+}
+
 // featuresService is event_store.client.server_features.ServerFeatures.
 type featuresService struct {
 	serverfeatures.UnimplementedServerFeaturesServer
@@ -456,33 +610,50 @@ type featuresService struct {
 
 func (featuresService) GetSupportedMethods(context.Context, *shared.Empty) (*serverfeatures.SupportedMethods, error) {
 	const svc = "event_store.client.streams.streams"
+	const ops = "event_store.client.operations.operations"
 	return &serverfeatures.SupportedMethods{
 		EventStoreServerVersion: Version,
 		Methods: []*serverfeatures.SupportedMethod{
 			{ServiceName: svc, MethodName: "read"},
 			{ServiceName: svc, MethodName: "append"},
+			{ServiceName: svc, MethodName: "delete"},
+			{ServiceName: svc, MethodName: "tombstone"},
+			{ServiceName: "event_store.client.persistent_subscriptions.persistentsubscriptions", MethodName: "create", Features: []string{"stream", "all"}},
+			{ServiceName: ops, MethodName: "startscavenge"},
+			{ServiceName: ops, MethodName: "stopscavenge"},
 			{ServiceName: "event_store.client.gossip.gossip", MethodName: "read"},
 		},
 	}, nil
 }
 
-// gossipService is event_store.client.gossip.Gossip: a cluster of one.
+// gossipService is event_store.client.gossip.Gossip: the emulator's nodes,
+// all alive, the first the leader.
 type gossipService struct {
 	gossip.UnimplementedGossipServer
 	s *Server
 }
 
 func (g *gossipService) Read(context.Context, *shared.Empty) (*gossip.ClusterInfo, error) {
-	host, port, err := net.SplitHostPort(g.s.addr)
-	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+	info := &gossip.ClusterInfo{}
+	for _, n := range g.s.nodes {
+		host, port := n.advertisedHostPort()
+		state := gossip.MemberInfo_Follower
+		if n.leader {
+			state = gossip.MemberInfo_Leader
+		}
+		most := binary.BigEndian.Uint64(n.id[:8])
+		least := binary.BigEndian.Uint64(n.id[8:])
+		info.Members = append(info.Members, &gossip.MemberInfo{
+			InstanceId: &shared.UUID{Value: &shared.UUID_Structured_{Structured: &shared.UUID_Structured{
+				MostSignificantBits: int64(most), LeastSignificantBits: int64(least),
+			}}},
+			TimeStamp:    g.s.log.now().UnixNano() / 100,
+			State:        state,
+			IsAlive:      true,
+			HttpEndPoint: &gossip.EndPoint{Address: host, Port: port},
+		})
 	}
-	p, _ := strconv.Atoi(port)
-	return &gossip.ClusterInfo{Members: []*gossip.MemberInfo{{
-		State:        gossip.MemberInfo_Leader,
-		IsAlive:      true,
-		HttpEndPoint: &gossip.EndPoint{Address: host, Port: uint32(p)},
-	}}}, nil
+	return info, nil
 }
 
 // authorized checks the basic-auth header against the configured login.

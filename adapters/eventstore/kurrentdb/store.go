@@ -22,9 +22,12 @@ var _ events.Store = (*Store)(nil)
 var ErrClosed = errors.New("event store closed")
 
 // StreamPrefixes name hermes' streams: lanes, transcripts, the gateway
-// streams (gateway, gateway-<node>) and the lease streams (lease-<name>).
-// Reads of $all and subscriptions keep only these.
-var StreamPrefixes = []string{events.LanePrefix, events.TranscriptPrefix, events.GatewayStream, events.LeasePrefix}
+// streams (gateway, gateway-<node>, and the gateways' run streams
+// gatewayrun-<gateway>), the lease streams (lease-<name>), state_meta
+// (meta) and Telegram's topic streams (telegram-<chat>). Reads of $all and
+// subscriptions keep only these.
+var StreamPrefixes = []string{events.LanePrefix, events.TranscriptPrefix, events.GatewayStream, events.LeasePrefix,
+	events.MetaStream, events.TelegramPrefix}
 
 // IsHermesStream reports whether stream is one of hermes' streams.
 func IsHermesStream(stream string) bool {

@@ -25,3 +25,14 @@ class HermesConflict(HermesError):
 
 class HermesInvalidArgument(HermesError, ValueError):
     """400: hermes refused the request at the door (a ValueError, as Hermes raises)."""
+
+
+class HermesUnsupportedChange(HermesError, ValueError):
+    """``SessionStore._save()`` found an in-place change of a SessionEntry
+    that no hermes command expresses (e.g. ``created_at`` or a token sum).
+    Nothing was sent; the field is put back to hermes' value."""
+
+    def __init__(self, text: str, session_key: str = "", field: str = "") -> None:
+        super().__init__(text)
+        self.session_key = session_key
+        self.field = field

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ._http import Transport
 from .errors import HermesConflict, HermesError, HermesInvalidArgument, HermesNotFound
@@ -24,6 +25,14 @@ _MESSAGE_FIELDS = ("role", "content", "tool_call_id", "tool_calls", "tool_name",
                    "codex_reasoning_items", "codex_message_items")
 
 MAX_TITLE_LENGTH = 100
+
+# What Hermes' sanitize_title (and hermes') deletes from a title outright.
+_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200f\u2028-\u202e\u2060-\u2069"
+                        "\ufeff\ufffc\ufff9-\ufffb]")
+
+
+def _strip_invisible(title: Optional[str]) -> Optional[str]:
+    return _INVISIBLE.sub("", title) if isinstance(title, str) else title
 
 
 def _wire_message(msg: Dict[str, Any]) -> Dict[str, Any]:
@@ -161,7 +170,11 @@ class SessionDB:
     @staticmethod
     def sanitize_title(title: Optional[str]) -> Optional[str]:
         """Hermes' title rules, applied by hermes (GET /v1/titles/sanitize):
-        None for an empty title, ValueError for one too long."""
+        None for an empty title, ValueError for one too long. The characters
+        both delete outright (ASCII controls, zero-width and directional
+        marks) are taken out here first: hermes' door refuses some of them
+        (NUL) in a request."""
+        title = _strip_invisible(title)
         if not title:
             return None
         from . import _default_transport
@@ -171,6 +184,7 @@ class SessionDB:
             raise ValueError(e.message) from None
 
     def set_session_title(self, session_id: str, title: str) -> bool:
+        title = _strip_invisible(title)
         try:
             self._http.put(self._p("transcripts", session_id, "title"), {"title": title if title is not None else ""})
         except HermesNotFound:
@@ -379,24 +393,61 @@ class SessionDB:
         except HermesNotFound:
             pass
 
+    @staticmethod
+    def _remove_session_files(sessions_dir: Optional[Path], session_id: str) -> None:
+        """Removes the gateway's own on-disk leftovers of a session, as
+        Hermes does: ``<id>.json``, ``<id>.jsonl`` and
+        ``request_dump_<id>_*.json`` in ``sessions_dir`` (never outside it)."""
+        if sessions_dir is None or not session_id or any(c in session_id for c in "/\\\0") or ".." in session_id:
+            return
+        d = Path(sessions_dir)
+        for suffix in (".json", ".jsonl"):
+            try:
+                (d / f"{session_id}{suffix}").unlink()
+            except OSError:
+                pass
+        try:
+            for p in d.glob(f"request_dump_{session_id}_*.json"):
+                try:
+                    p.unlink()
+                except OSError:
+                    pass
+        except OSError:
+            pass
+
     def delete_session(self, session_id: str, sessions_dir: Optional[Path] = None) -> bool:
         try:
             self._http.delete(self._p("transcripts", session_id))
-            return True
         except (HermesNotFound, HermesInvalidArgument):
             return False
+        self._remove_session_files(sessions_dir, session_id)
+        return True
 
     def delete_session_if_empty(self, session_id: str, sessions_dir: Optional[Path] = None) -> bool:
+        """Deletes the session when it has no message, no title and no
+        child session, as Hermes does. The checks and the delete are
+        separate requests: a message appended between them is deleted with
+        the session (Hermes runs both in one transaction)."""
         row = self.get_session(session_id)
-        if not row or row.get("message_count", 0) or self.message_count(session_id):
+        if not row or row.get("message_count", 0) or row.get("title") or self.message_count(session_id):
             return False
-        return self.delete_session(session_id)
+        try:
+            lineage = self._http.get(self._p("transcripts", session_id, "lineage"))
+        except (HermesNotFound, HermesInvalidArgument):
+            return False
+        if len(lineage.get("descendants") or []) > 1:
+            return False
+        return self.delete_session(session_id, sessions_dir)
 
     def delete_sessions(self, session_ids: List[str], sessions_dir: Optional[Path] = None) -> int:
         ids = [s for s in dict.fromkeys(session_ids or []) if s]
         if not ids:
             return 0
-        return int(self._http.post("/transcripts/delete", {"session_ids": ids})["deleted"])
+        n = int(self._http.post("/transcripts/delete", {"session_ids": ids})["deleted"])
+        for sid in ids:
+            if self.get_session(sid) is None:
+                self._remove_session_files(sessions_dir, sid)
+        return n
 
     def count_empty_sessions(self) -> int:
         return int(self._http.get("/transcripts/count", empty=True)["count"])
@@ -411,11 +462,152 @@ class SessionDB:
             body["source"] = source
         return int(self._http.post("/maintenance/prune-sessions", body)["deleted"])
 
+    # -- state_meta (hermes: GET/PUT /v1/meta/{key}, kept in the log) ------
+
     def get_meta(self, key: str) -> Optional[str]:
-        raise NotImplementedError("hermes has no state_meta endpoint yet (docs/COMPATIBILITY.md)")
+        return self._http.get(self._p("meta", key)).get("value")
 
     def set_meta(self, key: str, value: str) -> None:
-        raise NotImplementedError("hermes has no state_meta endpoint yet (docs/COMPATIBILITY.md)")
+        self._http.put(self._p("meta", key), {"value": "" if value is None else str(value)})
+
+    # -- Telegram DM topic mode -------------------------------------------
+
+    def apply_telegram_topic_migration(self) -> None:
+        self._http.post("/telegram/topic-migration", {})
+
+    def enable_telegram_topic_mode(self, *, chat_id: str, user_id: str, has_topics_enabled: Optional[bool] = None,
+                                   allows_users_to_create_topics: Optional[bool] = None) -> None:
+        self._http.put(self._p("telegram", "chats", str(chat_id), "topic-mode"), {
+            "user_id": str(user_id), "has_topics_enabled": has_topics_enabled,
+            "allows_users_to_create_topics": allows_users_to_create_topics})
+
+    def disable_telegram_topic_mode(self, *, chat_id: str, clear_bindings: bool = True) -> None:
+        self._http.request("DELETE", self._p("telegram", "chats", str(chat_id), "topic-mode"),
+                           query={"clear_bindings": bool(clear_bindings)})
+
+    def is_telegram_topic_mode_enabled(self, *, chat_id: str, user_id: str) -> bool:
+        res = self._http.get(self._p("telegram", "chats", str(chat_id), "topic-mode"), user_id=str(user_id))
+        return bool(res.get("enabled"))
+
+    def get_telegram_topic_binding(self, *, chat_id: str, thread_id: str) -> Optional[Dict[str, Any]]:
+        return self._http.get(self._p("telegram", "chats", str(chat_id), "topics", str(thread_id))).get("binding")
+
+    def list_telegram_topic_bindings_for_chat(self, *, chat_id: str) -> List[Dict[str, Any]]:
+        return self._http.get(self._p("telegram", "chats", str(chat_id), "topics")).get("bindings") or []
+
+    def get_telegram_topic_binding_by_session(self, *, session_id: str) -> Optional[Dict[str, Any]]:
+        return self._http.get("/telegram/topic-bindings", session_id=str(session_id)).get("binding")
+
+    def bind_telegram_topic(self, *, chat_id: str, thread_id: str, user_id: str, session_key: str,
+                            session_id: str, managed_mode: str = "auto") -> None:
+        try:
+            self._http.put(self._p("telegram", "chats", str(chat_id), "topics", str(thread_id)), {
+                "user_id": str(user_id), "session_key": str(session_key), "session_id": str(session_id),
+                "managed_mode": managed_mode})
+        except HermesConflict as e:
+            raise ValueError(e.message) from None
+
+    def is_telegram_session_linked_to_topic(self, *, session_id: str) -> bool:
+        return self.get_telegram_topic_binding_by_session(session_id=session_id) is not None
+
+    def list_unlinked_telegram_sessions_for_user(self, *, chat_id: str, user_id: str,
+                                                 limit: int = 10) -> List[Dict[str, Any]]:
+        return self._http.get("/telegram/unlinked-sessions", chat_id=str(chat_id), user_id=str(user_id),
+                              limit=int(limit)).get("sessions") or []
+
+    # -- handoffs ----------------------------------------------------------
+
+    def request_handoff(self, session_id: str, platform: str) -> bool:
+        try:
+            return bool(self._http.post(self._p("transcripts", session_id, "handoff"),
+                                        {"platform": platform}).get("requested"))
+        except (HermesNotFound, HermesInvalidArgument):
+            return False
+
+    def get_handoff_state(self, session_id: str) -> Optional[Dict[str, Any]]:
+        try:
+            res = self._http.get(self._p("transcripts", session_id, "handoff"))
+        except (HermesNotFound, HermesInvalidArgument):
+            return None
+        return {"state": res.get("state"), "platform": res.get("platform"), "error": res.get("error")}
+
+    def list_pending_handoffs(self) -> List[Dict[str, Any]]:
+        return self._http.get("/handoffs", state="pending").get("sessions") or []
+
+    def claim_handoff(self, session_id: str) -> bool:
+        try:
+            return bool(self._http.post(self._p("transcripts", session_id, "handoff", "claim")).get("claimed"))
+        except (HermesNotFound, HermesInvalidArgument):
+            return False
+
+    def complete_handoff(self, session_id: str) -> None:
+        try:
+            self._http.post(self._p("transcripts", session_id, "handoff", "complete"))
+        except (HermesNotFound, HermesInvalidArgument):
+            pass
+
+    def fail_handoff(self, session_id: str, error: str) -> None:
+        try:
+            self._http.post(self._p("transcripts", session_id, "handoff", "fail"), {"error": str(error)[:500]})
+        except (HermesNotFound, HermesInvalidArgument):
+            pass
+
+    # -- anchored reads ----------------------------------------------------
+
+    @staticmethod
+    def _decode_rows(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        for r in rows:
+            if isinstance(r.get("tool_calls"), str):
+                try:
+                    r["tool_calls"] = json.loads(r["tool_calls"])
+                except ValueError:
+                    r["tool_calls"] = []
+        return rows
+
+    def get_messages_around(self, session_id: str, around_message_id: int, window: int = 5) -> Dict[str, Any]:
+        try:
+            res = self._http.get(self._p("transcripts", session_id, "messages", "around"),
+                                 message_id=int(around_message_id), window=max(0, int(window)))
+        except (HermesNotFound, HermesInvalidArgument):
+            return {"window": [], "messages_before": 0, "messages_after": 0}
+        return {"window": self._decode_rows(res.get("window") or []),
+                "messages_before": int(res.get("messages_before", 0)),
+                "messages_after": int(res.get("messages_after", 0))}
+
+    def get_anchored_view(self, session_id: str, around_message_id: int, window: int = 5, bookend: int = 3,
+                          keep_roles: Optional[Tuple[str, ...]] = ("user", "assistant")) -> Dict[str, Any]:
+        q: Dict[str, Any] = {"message_id": int(around_message_id), "window": max(0, int(window)),
+                             "bookend": max(0, int(bookend)),
+                             "keep_roles": "" if keep_roles is None else ",".join(keep_roles)}
+        empty = {"window": [], "messages_before": 0, "messages_after": 0, "bookend_start": [], "bookend_end": []}
+        try:
+            res = self._http.get(self._p("transcripts", session_id, "messages", "anchored"), **q)
+        except (HermesNotFound, HermesInvalidArgument):
+            return empty
+        return {"window": self._decode_rows(res.get("window") or []),
+                "messages_before": int(res.get("messages_before", 0)),
+                "messages_after": int(res.get("messages_after", 0)),
+                "bookend_start": self._decode_rows(res.get("bookend_start") or []),
+                "bookend_end": self._decode_rows(res.get("bookend_end") or [])}
+
+    # -- maintenance -------------------------------------------------------
+
+    def maybe_auto_prune_and_vacuum(self, retention_days: int = 90, min_interval_hours: int = 24,
+                                    vacuum: bool = True, sessions_dir: Optional[Path] = None) -> Dict[str, Any]:
+        """hermes' automatic prune (gateway.auto_prune_ran.v1). Never raises,
+        as Hermes' does not: a failure is the ``error`` of the answer."""
+        try:
+            res = self._http.post("/maintenance/auto-prune", {
+                "retention_days": int(retention_days), "min_interval_hours": int(min_interval_hours),
+                "vacuum": bool(vacuum)})
+        except HermesError as e:
+            logger.warning("state.db auto-maintenance failed: %s", e)
+            return {"skipped": False, "pruned": 0, "vacuumed": False, "error": str(e)}
+        out = {"skipped": bool(res.get("skipped")), "pruned": int(res.get("pruned", 0)),
+               "vacuumed": bool(res.get("vacuumed"))}
+        if res.get("error"):
+            out["error"] = res["error"]
+        return out
 
     def vacuum(self) -> int:
         raise NotImplementedError("state.db is hermes' read model; hermes maintains it (docs/COMPATIBILITY.md)")

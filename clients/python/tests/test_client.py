@@ -206,6 +206,82 @@ class StoreTest(unittest.TestCase):
         self.assertIsInstance(cm.exception, ConnectionError)
 
 
+class GatewaySurfaceTest(unittest.TestCase):
+    """SessionDB's state_meta, Telegram topics, handoffs, anchored reads and
+    auto-prune, with Hermes' shapes."""
+
+    def setUp(self):
+        self.db = SessionDB(base_url=SERVER.url)
+
+    def tearDown(self):
+        self.db.close()
+
+    def test_meta(self):
+        self.assertIsNone(self.db.get_meta("py:meta:missing"))
+        self.db.set_meta("py:meta:k", "v1")
+        self.db.set_meta("py:meta:k", "v2")
+        self.assertEqual(self.db.get_meta("py:meta:k"), "v2")
+
+    def test_telegram_topics(self):
+        db = self.db
+        db.create_session("py_topic_s1", "telegram", user_id="u9")
+        db.create_session("py_topic_s2", "telegram", user_id="u9")
+        db.append_message("py_topic_s2", "user", "an older question")
+        self.assertFalse(db.is_telegram_topic_mode_enabled(chat_id="900", user_id="u9"))
+        db.enable_telegram_topic_mode(chat_id="900", user_id="u9", has_topics_enabled=True)
+        self.assertTrue(db.is_telegram_topic_mode_enabled(chat_id="900", user_id="u9"))
+        db.bind_telegram_topic(chat_id="900", thread_id="11", user_id="u9",
+                               session_key="agent:main:telegram:dm:900:11", session_id="py_topic_s1")
+        b = db.get_telegram_topic_binding(chat_id="900", thread_id="11")
+        self.assertEqual((b["session_id"], b["managed_mode"]), ("py_topic_s1", "auto"))
+        self.assertEqual(db.get_telegram_topic_binding_by_session(session_id="py_topic_s1")["thread_id"], "11")
+        self.assertTrue(db.is_telegram_session_linked_to_topic(session_id="py_topic_s1"))
+        with self.assertRaises(ValueError):  # one topic per session
+            db.bind_telegram_topic(chat_id="900", thread_id="12", user_id="u9",
+                                   session_key="agent:main:telegram:dm:900:12", session_id="py_topic_s1")
+        unlinked = [r["id"] for r in db.list_unlinked_telegram_sessions_for_user(chat_id="900", user_id="u9")]
+        self.assertIn("py_topic_s2", unlinked)
+        self.assertNotIn("py_topic_s1", unlinked)
+        self.assertEqual([r["thread_id"] for r in db.list_telegram_topic_bindings_for_chat(chat_id="900")], ["11"])
+        db.disable_telegram_topic_mode(chat_id="900")
+        self.assertFalse(db.is_telegram_topic_mode_enabled(chat_id="900", user_id="u9"))
+        self.assertEqual(db.list_telegram_topic_bindings_for_chat(chat_id="900"), [])
+
+    def test_handoffs(self):
+        db = self.db
+        db.create_session("py_hand_1", "cli")
+        self.assertTrue(db.request_handoff("py_hand_1", "telegram"))
+        self.assertFalse(db.request_handoff("py_hand_1", "telegram"))  # already pending
+        self.assertIn("py_hand_1", [r["id"] for r in db.list_pending_handoffs()])
+        self.assertTrue(db.claim_handoff("py_hand_1"))
+        self.assertFalse(db.claim_handoff("py_hand_1"))
+        db.fail_handoff("py_hand_1", "x" * 900)
+        st = db.get_handoff_state("py_hand_1")
+        self.assertEqual((st["state"], st["platform"], len(st["error"])), ("failed", "telegram", 500))
+        self.assertIsNone(db.get_handoff_state("py_no_such_session"))
+        db.complete_handoff("py_no_such_session")  # silent, as in Hermes
+
+    def test_messages_around_and_anchored_view(self):
+        db = self.db
+        db.create_session("py_anchor", "cli")
+        ids = [db.append_message("py_anchor", "user" if i % 2 == 0 else "assistant", f"m{i}") for i in range(10)]
+        got = db.get_messages_around("py_anchor", ids[5], window=2)
+        self.assertEqual([m["content"] for m in got["window"]], ["m3", "m4", "m5", "m6", "m7"])
+        self.assertEqual((got["messages_before"], got["messages_after"]), (2, 2))
+        self.assertEqual(db.get_messages_around("py_anchor", 10 ** 9, window=2),
+                         {"window": [], "messages_before": 0, "messages_after": 0})
+        view = db.get_anchored_view("py_anchor", ids[5], window=1, bookend=2)
+        self.assertEqual([m["content"] for m in view["window"]], ["m4", "m5", "m6"])
+        self.assertEqual([m["content"] for m in view["bookend_start"]], ["m0", "m1"])
+        self.assertEqual([m["content"] for m in view["bookend_end"]], ["m8", "m9"])
+
+    def test_auto_prune(self):
+        first = self.db.maybe_auto_prune_and_vacuum(retention_days=90, min_interval_hours=24)
+        self.assertEqual(set(first) - {"error"}, {"skipped", "pruned", "vacuumed"})
+        again = self.db.maybe_auto_prune_and_vacuum(retention_days=90, min_interval_hours=24)
+        self.assertTrue(again["skipped"])
+
+
 class GatewayTurnTest(unittest.TestCase):
     """One message handled the way gateway/run.py handles it."""
 
