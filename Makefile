@@ -5,7 +5,7 @@ PKGS     ?= ./...
 BIN      ?= bin/hermes
 
 .DEFAULT_GOAL := check
-.PHONY: check test test-race test-large test-short fmt vet lint tidy-check check-deps bench bench-quick build serve tidy fuzz-api
+.PHONY: check test test-race test-large test-short fmt vet lint tidy-check check-deps bench bench-quick bench-postgres build serve tidy fuzz-api
 
 check: fmt vet tidy-check lint check-deps test-race test-large fuzz fuzz-api test-python
 
@@ -130,6 +130,23 @@ bench-quick:
 	HERMES_BENCH_MESSAGES=20000 $(BENCH_GO) -bench Search -benchtime=50x ./projections/transcripts | tee -a bench-quick.out
 	@echo
 	@$(GO) run ./cmd/benchtable bench-quick.out
+
+# bench-postgres measures the PostgreSQL store next to the SQLite store in
+# one run, on the tests' own throw-away cluster (PostgreSQL must be
+# installed; see README, Running on PostgreSQL): durable appends at 1 and
+# 16 appenders on each, three rounds alternating, then the PostgreSQL
+# store's raw commits with and without the order lock, three nodes
+# against one, and the replication lag between two nodes. The load is
+# printed before and after; the raw output stays in bench-postgres.out.
+bench-postgres:
+	@rm -f bench-postgres.out
+	@uptime | tee -a bench-postgres.out
+	for i in 1 2 3; do \
+		$(BENCH_GO) -bench 'BenchmarkAppend$$/appenders=(1|16)$$' -benchtime=3s ./adapters/eventstore/sqlite/ | tee -a bench-postgres.out; \
+		$(BENCH_GO) -bench 'BenchmarkAppend$$/appenders=(1|16)$$' -benchtime=3s ./adapters/eventstore/postgres/ | tee -a bench-postgres.out; \
+	done
+	$(BENCH_GO) -bench 'RawCommit|AppendNodes|ReplicationLag' -benchtime=3s ./adapters/eventstore/postgres/ | tee -a bench-postgres.out
+	@uptime | tee -a bench-postgres.out
 
 tidy:
 	$(GO) mod tidy

@@ -421,9 +421,9 @@ type resumePendingRequest struct {
 }
 
 // validate keeps the reason free text as Hermes stores it (docs/API.md
-// names the three restart reasons; only those are continued
-// automatically), bounded as the domain bounds it; a reason given must say
-// something ("" is refused), one left out is restart_timeout.
+// names the three restart reasons; only those are continued automatically),
+// bounded as the domain bounds it; a reason given must say something (""
+// is refused), one left out is restart_timeout.
 func (q resumePendingRequest) validate() error {
 	if q.Reason == nil {
 		return nil

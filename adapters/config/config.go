@@ -56,8 +56,9 @@ type Config struct {
 // Store is the store block.
 type Store struct {
 	// URL is store.url: "" for the embedded SQLite store under the home,
-	// or a KurrentDB connection string (esdb://, esdb+discover://,
-	// kurrentdb://, kurrentdb+discover://).
+	// a PostgreSQL URL (postgres://, postgresql://), or a KurrentDB
+	// connection string (esdb://, esdb+discover://, kurrentdb://,
+	// kurrentdb+discover://).
 	URL string
 }
 

@@ -220,7 +220,7 @@ func buildKeys() []key {
 			doc: "active profile name, used when multiplex_profiles is on",
 			ptr: func(c *Config) any { return &c.Profile }},
 		key{path: "store.url", kind: kindString, secret: true, check: checkStoreURL,
-			doc: "event store: empty for the embedded SQLite store, or a KurrentDB URL (esdb://host:2113?tls=false, kurrentdb://user:pass@host:2113)",
+			doc: "event store: empty for the embedded SQLite store, a PostgreSQL URL (postgres://user:pass@host:5432/db?sslmode=require&hermes_schema=hermes), or a KurrentDB URL (esdb://host:2113?tls=false, kurrentdb://user:pass@host:2113)",
 			ptr: func(c *Config) any { return &c.Store.URL }},
 		key{path: "node.id", kind: kindString, check: checkNodeID,
 			doc: "name of this node among the hermes serve processes sharing one store; empty: derived from the host name",
@@ -413,8 +413,9 @@ func checkTimezone(s string) string {
 	return ""
 }
 
-// storeSchemes are the URL schemes of store.url (KurrentDB's).
-var storeSchemes = []string{"esdb", "esdb+discover", "kurrentdb", "kurrentdb+discover", "kurrent", "kurrent+discover"}
+// storeSchemes are the URL schemes of store.url (PostgreSQL's and
+// KurrentDB's).
+var storeSchemes = []string{"postgres", "postgresql", "esdb", "esdb+discover", "kurrentdb", "kurrentdb+discover", "kurrent", "kurrent+discover"}
 
 func checkStoreURL(s string) string {
 	if s == "" {
@@ -422,7 +423,7 @@ func checkStoreURL(s string) string {
 	}
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok || rest == "" {
-		return "is not a URL (want esdb://host:port or kurrentdb://host:port)"
+		return "is not a URL (want postgres://host/db, esdb://host:port or kurrentdb://host:port)"
 	}
 	for _, sc := range storeSchemes {
 		if strings.EqualFold(scheme, sc) {

@@ -81,7 +81,7 @@ func requireEmbedded(g *globalFlags, h node.Home, what string) error {
 		return err
 	}
 	if !spec.Embedded() {
-		return usageError(fmt.Errorf("hermes %s works on the embedded SQLite log; the store is %s: use KurrentDB's own tools", what, spec))
+		return usageError(fmt.Errorf("hermes %s works on the embedded SQLite log; the store is %s: use the server's own tools (pg_dump or pg_basebackup for PostgreSQL, KurrentDB's for KurrentDB)", what, spec))
 	}
 	return nil
 }

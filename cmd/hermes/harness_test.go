@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	pgtest "hermes/testfixtures/postgres"
 )
 
 // binary is the hermes binary built once for the process-level tests.
@@ -39,7 +41,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build hermes:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	// pgtest.Main runs the tests and stops the PostgreSQL cluster the
+	// multi-node tests started, if any.
+	code := pgtest.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -73,7 +73,7 @@ func newRootCommand() *cobra.Command {
 	})
 	root.PersistentFlags().StringVar(&g.home, "home", "", "hermes home directory (default $HERMES_HOME or ~/.hermes)")
 	root.PersistentFlags().StringVar(&g.configPath, "config", "", "config file (default <home>/config.yaml)")
-	root.PersistentFlags().StringVar(&g.store, "store", "", "event store: a KurrentDB URL (esdb://host:2113?tls=false); default store.url, or the embedded store")
+	root.PersistentFlags().StringVar(&g.store, "store", "", "event store: a PostgreSQL URL (postgres://host/db) or a KurrentDB URL (esdb://host:2113?tls=false); default store.url, or the embedded store")
 	root.AddCommand(
 		newServeCommand(g),
 		newEventsCommand(g),

@@ -17,9 +17,11 @@ import (
 	"time"
 
 	"hermes/adapters/eventstore/kurrentdb"
+	"hermes/adapters/eventstore/postgres"
 	"hermes/domain"
 	"hermes/events"
 	emulator "hermes/testfixtures/kurrentdb"
+	pgtest "hermes/testfixtures/postgres"
 )
 
 // TestMultiNodeOnKurrentDBEmulator runs three real `hermes serve` processes
@@ -34,12 +36,70 @@ func TestMultiNodeOnKurrentDBEmulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three hermes serve processes")
 	}
-	srv, err := emulator.Start(emulator.WithMaxAppendSize(8 << 20))
+	runMultiNode(t, emulatorStore(t, emulator.WithMaxAppendSize(8<<20)))
+}
+
+// TestMultiNodeOnPostgres is TestMultiNodeOnKurrentDBEmulator on a real
+// PostgreSQL (the tests' own cluster, a schema of its own).
+func TestMultiNodeOnPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three hermes serve processes")
+	}
+	runMultiNode(t, postgresStore(t))
+}
+
+// sharedStore is a store several nodes share in a test: the URL they are
+// given, and how the test opens it to read the log.
+type sharedStore struct {
+	url  string
+	open func(t *testing.T) events.Store
+}
+
+// emulatorStore starts a KurrentDB emulator for t.
+func emulatorStore(t *testing.T, opts ...emulator.Option) sharedStore {
+	t.Helper()
+	srv, err := emulator.Start(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
-	storeURL := srv.URL()
+	return sharedStore{url: srv.URL(), open: func(t *testing.T) events.Store {
+		t.Helper()
+		s, err := kurrentdb.Open(t.Context(), srv.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}}
+}
+
+// postgresStore gives t a database of its own on the tests' PostgreSQL
+// cluster, in a schema that is not the default one.
+func postgresStore(t *testing.T) sharedStore {
+	t.Helper()
+	u, err := url.Parse(pgtest.Shared(t).NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set(postgres.SchemaParam, "nodes")
+	u.RawQuery = q.Encode()
+	storeURL := u.String()
+	return sharedStore{url: storeURL, open: func(t *testing.T) events.Store {
+		t.Helper()
+		s, err := postgres.Open(t.Context(), storeURL, postgres.WithReadOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}}
+}
+
+// runMultiNode is TestMultiNodeOnKurrentDBEmulator on the store st.
+func runMultiNode(t *testing.T, st sharedStore) {
+	storeURL := st.url
 	const nodes = 3
 	homes := make([]string, nodes)
 	servers := make([]*server, nodes)
@@ -110,11 +170,7 @@ func TestMultiNodeOnKurrentDBEmulator(t *testing.T) {
 	}
 
 	// The log itself: exactly one session_created per lane.
-	store, err := kurrentdb.Open(t.Context(), storeURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := st.open(t)
 	for k := range keys {
 		stream := events.LaneStream(fmt.Sprintf("agent:main:telegram:dm:race-%d", k))
 		envs, err := store.ReadStream(t.Context(), stream, 0, 100, events.Forwards)
@@ -133,16 +189,12 @@ func TestMultiNodeOnKurrentDBEmulator(t *testing.T) {
 	}
 
 	lags := replicationLag(t, servers, 200)
-	t.Logf("replication lag between nodes on the emulator (write on one node, first successful read on another, %d samples): p50 %v, p99 %v, max %v",
+	t.Logf("replication lag between nodes (write on one node, first successful read on another, %d samples; the read models gather up to 100 ms while nobody waits for them): p50 %v, p99 %v, max %v",
 		len(lags), lags[len(lags)/2], lags[len(lags)*99/100], lags[len(lags)-1])
 
 	// Webhooks, the normal case: every event delivered, once, whichever
 	// node wrote it. Delivery catches up before node 0 is killed.
-	store2, err := kurrentdb.Open(t.Context(), storeURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store2.Close()
+	store2 := st.open(t)
 	waitForDelivery(t, store2, hook)
 	t.Logf("webhook receiver: %d deliveries of %d distinct events so far", hook.total(), len(hook.counts()))
 
@@ -390,17 +442,20 @@ func TestMultiNodeAdoptionOnKurrentDBEmulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three hermes serve processes")
 	}
-	srv, err := emulator.Start()
-	if err != nil {
-		t.Fatal(err)
+	runMultiNodeAdoption(t, emulatorStore(t))
+}
+
+// TestMultiNodeAdoptionOnPostgres is
+// TestMultiNodeAdoptionOnKurrentDBEmulator on a real PostgreSQL.
+func TestMultiNodeAdoptionOnPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three hermes serve processes")
 	}
-	t.Cleanup(func() { _ = srv.Close() })
-	storeURL := srv.URL()
-	store, err := kurrentdb.Open(t.Context(), storeURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	runMultiNodeAdoption(t, postgresStore(t))
+}
+
+func runMultiNodeAdoption(t *testing.T, st sharedStore) {
+	storeURL := st.url
 	const ttl = 3 * time.Second
 	names := []string{"a0", "a1", "dead"}
 	servers := make([]*server, len(names))
@@ -410,6 +465,9 @@ func TestMultiNodeAdoptionOnKurrentDBEmulator(t *testing.T) {
 		servers[i] = startServer(t, homes[i], []string{"HERMES_STORE_URL=" + storeURL, "HERMES_NODE_ID=" + name,
 			"HERMES_NODE_LEASE_SECONDS=3", "HERMES_RECOVERY_RECENT_SECONDS=0"}, "--clock=manual")
 	}
+	// Opened once a node has created the store (a read-only PostgreSQL
+	// store needs its schema).
+	store := st.open(t)
 	// One time for all: every clock is moved to base, past each start.
 	base := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	setClock := func(i int, to time.Time) {

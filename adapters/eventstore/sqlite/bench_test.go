@@ -36,7 +36,7 @@ func benchEvent(i int) events.Event {
 // to a stream of its own (a new lane: expected version NoStream). The group
 // commit is what lets more appenders share each fsync.
 func BenchmarkAppend(b *testing.B) {
-	for _, appenders := range []int{1, 8, 64} {
+	for _, appenders := range []int{1, 8, 16, 64} {
 		b.Run(fmt.Sprintf("appenders=%d", appenders), func(b *testing.B) {
 			benchmarkAppend(b, appenders, func(g, i int) string { return fmt.Sprintf("lane-bench-%09d", i) })
 		})
