@@ -39,13 +39,15 @@ test-large:
 # the baseline coverage pass, which Go then reports as "context deadline
 # exceeded"): the lane fold, the event codec, and state.db's metadata sums,
 # none of which may panic, overflow or answer invalid UTF-8
-# (docs/FOLD_LIMITS.md). Their seeds also run in every plain `go test`.
+# (docs/FOLD_LIMITS.md); and JSON v2's first try at a stored message, which
+# must decode what it takes as encoding/json does. Their seeds also run in every plain `go test`.
 # `make fuzz FUZZTIME=60s` fuzzes for longer.
 .PHONY: fuzz
 FUZZTIME ?= 4000x
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzEvolve$$' -fuzztime $(FUZZTIME) ./domain/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./events/
+	$(GO) test -run '^$$' -fuzz '^FuzzStrictMessageAppended$$' -fuzztime $(FUZZTIME) ./events/
 	$(GO) test -run '^$$' -fuzz '^FuzzApplyMetadata$$' -fuzztime $(FUZZTIME) ./projections/transcripts/
 
 test-short:

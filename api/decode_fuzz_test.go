@@ -122,7 +122,7 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// repeatedName is an oracle independent of checkStrict: a token walk that
+// repeatedName is an oracle independent of JSON v2: a token walk that
 // reports a name given twice (exactly) in one object.
 func repeatedName(body []byte) (string, bool) {
 	dec := json.NewDecoder(bytes.NewReader(body))

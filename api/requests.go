@@ -8,8 +8,13 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"hermes/commands"
 	"hermes/domain"
@@ -30,11 +35,14 @@ type request interface {
 	validate() error
 }
 
-// decode reads a JSON body strictly into a T and validates it. Refused
-// with 400: a body that is not valid UTF-8, malformed JSON, wrong types,
-// unknown fields, trailing data, a name given twice in an object, and a
-// \u escape of half a surrogate pair (checkStrict). An empty body decodes
-// as {} when allowEmpty.
+// decode reads a JSON body strictly into a T and validates it. The body is
+// decoded by JSON v2 with unknown members refused (strictJSON), so refused
+// with 400 and a message naming the problem and where it is: malformed JSON,
+// text that is not valid UTF-8, a \u escape of half a UTF-16 surrogate pair,
+// a name given twice in one object (free-form values such as a message's
+// content included), a name that is not a field of T (names are exact:
+// "Text" is not "text"), a value of the wrong type, and trailing data. An
+// empty body decodes as {} when allowEmpty.
 func decode[T request](r *http.Request, allowEmpty bool) (T, error) {
 	var v T
 	body, err := io.ReadAll(r.Body)
@@ -45,29 +53,18 @@ func decode[T request](r *http.Request, allowEmpty bool) (T, error) {
 		}
 		return v, fmt.Errorf("%w: read body: %v", errBadRequest, err)
 	}
-	if len(bytes.TrimSpace(body)) == 0 {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
 		if !allowEmpty {
 			return v, fmt.Errorf("%w: a JSON body is required", errBadRequest)
 		}
 		return v, v.validate()
 	}
-	if !utf8.Valid(body) {
-		return v, fmt.Errorf("%w: the body is not valid UTF-8", errBadRequest)
-	}
-	if body := bytes.TrimSpace(body); body[0] != '{' {
+	if trimmed[0] != '{' {
 		return v, fmt.Errorf("%w: the body must be a JSON object", errBadRequest)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
-		return v, fmt.Errorf("%w: %s", errBadRequest, describeJSONError(err))
-	}
-	// More would miss a trailing ] or }: all that follows must be space.
-	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
-		return v, fmt.Errorf("%w: trailing data after the JSON body", errBadRequest)
-	}
-	if err := checkStrict(body, reflect.TypeFor[T]()); err != nil {
-		return v, err
+	if err := jsonv2.Unmarshal(body, &v, strictJSON); err != nil {
+		return v, fmt.Errorf("%w: %s", errBadRequest, describeJSONError(body, err))
 	}
 	if err := v.validate(); err != nil {
 		return v, err
@@ -75,19 +72,155 @@ func decode[T request](r *http.Request, allowEmpty bool) (T, error) {
 	return v, nil
 }
 
-func describeJSONError(err error) string {
-	var typeErr *json.UnmarshalTypeError
-	var syntaxErr *json.SyntaxError
+// strictJSON are the options of decode: JSON v2's defaults refuse invalid
+// UTF-8, lone surrogate escapes and duplicate names, and match names
+// exactly; unknown members are refused too.
+var strictJSON = jsonv2.RejectUnknownMembers(true)
+
+// describeJSONError says what is wrong with body, which jsonv2.Unmarshal
+// refused with err, and where: a field as a dotted path (source.chat_id,
+// messages[2].role), else a byte offset. The message is valid UTF-8 (the
+// library quotes the bytes it shows).
+func describeJSONError(body []byte, err error) string {
+	var syntaxErr *jsontext.SyntacticError
+	var semErr *jsonv2.SemanticError
+	var msg string
 	switch {
-	case errors.As(err, &typeErr):
-		return fmt.Sprintf("field %q must be %s, not %s", typeErr.Field, typeErr.Type, typeErr.Value)
 	case errors.As(err, &syntaxErr):
-		return fmt.Sprintf("malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "malformed JSON: unexpected end of body"
+		msg = describeSyntaxError(body, syntaxErr)
+	case errors.As(err, &semErr):
+		msg = describeSemanticError(semErr)
 	default:
-		return err.Error()
+		msg = err.Error()
 	}
+	return strings.ToValidUTF8(msg, "\uFFFD")
+}
+
+func describeSyntaxError(body []byte, e *jsontext.SyntacticError) string {
+	switch {
+	case errors.Is(e.Err, jsontext.ErrDuplicateName):
+		return fmt.Sprintf("the name %q is given twice in %s", e.JSONPointer.LastToken(), objectAt(e.JSONPointer.Parent()))
+	case errors.Is(e.Err, io.ErrUnexpectedEOF):
+		return "malformed JSON: unexpected end of body"
+	case endsAValue(body):
+		// The first value is whole: what the decoder refused follows it.
+		return fmt.Sprintf("trailing data after the JSON body at byte %d", e.ByteOffset)
+	}
+	what := strings.TrimPrefix(e.Err.Error(), "jsontext: ")
+	if e.JSONPointer != "" {
+		return fmt.Sprintf("malformed JSON in %s at byte %d: %s", fieldPath(e.JSONPointer), e.ByteOffset, what)
+	}
+	return fmt.Sprintf("malformed JSON at byte %d: %s", e.ByteOffset, what)
+}
+
+// endsAValue reports whether body starts with one whole, valid JSON value.
+func endsAValue(body []byte) bool {
+	return jsontext.NewDecoder(bytes.NewReader(body)).SkipValue() == nil
+}
+
+func describeSemanticError(e *jsonv2.SemanticError) string {
+	if errors.Is(e.Err, jsonv2.ErrUnknownName) {
+		return fmt.Sprintf("unknown field %q in %s (names are exact and case-sensitive)", e.JSONPointer.LastToken(), objectAt(e.JSONPointer.Parent()))
+	}
+	want, wantKind := jsonKindOf(e.GoType)
+	msg := fmt.Sprintf("field %q must be %s", fieldPath(e.JSONPointer), want)
+	switch {
+	case errors.Is(e.Err, strconv.ErrRange) && len(e.JSONValue) > 0:
+		return msg + ", and " + truncateJSON(e.JSONValue) + " is out of its range"
+	case len(e.JSONValue) > 0:
+		msg += ", not " + truncateJSON(e.JSONValue)
+	case e.JSONKind != 0 && e.JSONKind != wantKind:
+		msg += ", not " + kindName(e.JSONKind)
+	}
+	if e.Err != nil && !errors.Is(e.Err, strconv.ErrSyntax) {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// fieldPath is a JSON pointer as a dotted path: /messages/2/role is
+// messages[2].role. The request types have no maps, so a token of digits
+// is an index.
+func fieldPath(p jsontext.Pointer) string {
+	var b strings.Builder
+	for tok := range p.Tokens() {
+		if _, err := strconv.Atoi(tok); err == nil && b.Len() > 0 {
+			b.WriteString("[" + tok + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
+}
+
+// objectAt names the object at p: the body, or a field.
+func objectAt(p jsontext.Pointer) string {
+	if p == "" {
+		return "the body"
+	}
+	return strconv.Quote(fieldPath(p))
+}
+
+// jsonKindOf says what JSON a Go type of a request decodes from, and its
+// kind (0 when it takes more than one).
+func jsonKindOf(t reflect.Type) (string, jsontext.Kind) {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == nil:
+		return "another JSON value", 0
+	case t == reflect.TypeFor[time.Time]():
+		return "an RFC 3339 time string", '"'
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string", '"'
+	case reflect.Bool:
+		return "true or false", 't'
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer", '0'
+	case reflect.Float32, reflect.Float64:
+		return "a number", '0'
+	case reflect.Struct, reflect.Map:
+		return "an object", '{'
+	case reflect.Slice, reflect.Array:
+		return "an array", '['
+	}
+	return "another JSON value", 0
+}
+
+// kindName names a JSON kind as jsontext.Kind gives it.
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case 'n':
+		return "null"
+	case 't', 'f':
+		return "a boolean"
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	}
+	return "this value"
+}
+
+// truncateJSON is a JSON number or string as it was sent, cut to fit a
+// message.
+func truncateJSON(v jsontext.Value) string {
+	const max = 64
+	if len(v) > max {
+		return string(v[:max]) + "…"
+	}
+	return string(v)
 }
 
 // emptyRequest is a body with no fields (absent, or {}).
@@ -706,4 +839,22 @@ func (q clockRequest) advance() (time.Duration, error) {
 		return 0, fmt.Errorf("%w: advance must be a non-negative Go duration of at most 100 years, such as \"25h\" or \"90s\"", errBadRequest)
 	}
 	return d, nil
+}
+
+// checkText refuses a string that is not valid UTF-8, has a NUL byte or is
+// longer than max bytes; field names it in the refusal.
+func checkText(field, v string, max int) error { return checkTextOf("", field, v, max) }
+
+// checkTextOf is checkText of the field named prefix+field: the name is
+// only put together for a refusal.
+func checkTextOf(prefix, field, v string, max int) error {
+	switch {
+	case len(v) > max:
+		return fmt.Errorf("%w: %s%s is longer than %d bytes", errBadRequest, prefix, field, max)
+	case !utf8.ValidString(v):
+		return fmt.Errorf("%w: %s%s is not valid UTF-8", errBadRequest, prefix, field)
+	case strings.IndexByte(v, 0) >= 0:
+		return fmt.Errorf("%w: %s%s contains a NUL byte", errBadRequest, prefix, field)
+	}
+	return nil
 }

@@ -108,9 +108,9 @@ func decodeViolations(fset *token.FileSet, files []*ast.File) []string {
 						out = append(out, where+": decode without an explicit request type")
 					}
 				case *ast.SelectorExpr:
-					if pkg, ok := fun.X.(*ast.Ident); ok && pkg.Name == "json" &&
-						(fun.Sel.Name == "Unmarshal" || fun.Sel.Name == "NewDecoder") && fn.Name.Name != "decode" {
-						out = append(out, where+": json."+fun.Sel.Name+" outside decode")
+					if pkg, ok := fun.X.(*ast.Ident); ok && (pkg.Name == "json" || pkg.Name == "jsonv2") &&
+						slices.Contains(jsonDecoders, fun.Sel.Name) && fn.Name.Name != "decode" {
+						out = append(out, where+": "+pkg.Name+"."+fun.Sel.Name+" outside decode")
 					}
 				}
 				return true
@@ -119,6 +119,10 @@ func decodeViolations(fset *token.FileSet, files []*ast.File) []string {
 	}
 	return out
 }
+
+// jsonDecoders are the functions of encoding/json and JSON v2 that decode
+// into a Go value.
+var jsonDecoders = []string{"Unmarshal", "NewDecoder", "UnmarshalRead", "UnmarshalDecode"}
 
 func parseSources(t *testing.T, fset *token.FileSet, sources map[string]string) []*ast.File {
 	t.Helper()
@@ -178,6 +182,8 @@ func h(r *http.Request) { m, _ := decode[req](r, false); _ = m }`, "decodes into
 		{"the old untyped decode", `func h(r *http.Request) { var m events.Message; decode(r, &m, false) }`, "decode without an explicit request type"},
 		{"json beside decode", `func h(r *http.Request) { var m events.Message; json.NewDecoder(r.Body).Decode(&m) }`, "json.NewDecoder outside decode"},
 		{"json.Unmarshal", `func h(b []byte) { var m events.Message; json.Unmarshal(b, &m) }`, "json.Unmarshal outside decode"},
+		{"JSON v2's Unmarshal", `func h(b []byte) { var m events.Message; jsonv2.Unmarshal(b, &m) }`, "jsonv2.Unmarshal outside decode"},
+		{"JSON v2's UnmarshalRead", `func h(r *http.Request) { var m events.Message; jsonv2.UnmarshalRead(r.Body, &m) }`, "jsonv2.UnmarshalRead outside decode"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

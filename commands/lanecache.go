@@ -175,15 +175,16 @@ func (s *laneShard) lookup(h uint64, stream string) (packedLane, bool) {
 
 // entry parses the entry at off; false if it does not hold together.
 func (s *laneShard) entry(off uint32) (key []byte, packed packedLane, ok bool) {
-	r := laneReader{b: s.slab[off:]}
-	slot := r.uvarint()
-	if r.err != nil || slot > uint64(len(r.b)) {
+	slot, b, ok := cutUvarint(s.slab[off:])
+	if !ok || slot > uint64(len(b)) {
 		return nil, nil, false
 	}
-	r.b = r.b[:slot]
-	key = r.take(r.uvarint())
-	packed = r.take(r.uvarint())
-	return key, packed, r.err == nil
+	key, b, ok = cutBytes(b[:slot])
+	if !ok {
+		return nil, nil, false
+	}
+	packed, _, ok = cutBytes(b)
+	return key, packed, ok
 }
 
 // slotAt returns the size of the entry at off, header included, and the

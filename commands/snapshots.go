@@ -84,10 +84,7 @@ func (s *snapshots) write(stream string, st laneState) {
 	go func() {
 		defer s.writing.Done()
 		defer func() { <-s.slots }()
-		data, err := domain.EncodeLaneSnapshot(st.lane)
-		if err != nil {
-			return
-		}
+		data := domain.EncodeLaneSnapshot(st.lane)
 		ctx, cancel := context.WithTimeout(context.Background(), snapshotWriteLimit)
 		defer cancel()
 		_ = s.store.WriteSnapshot(ctx, events.Snapshot{

@@ -1,12 +1,14 @@
 package domain_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,15 +73,12 @@ func TestLaneSchemaGolden(t *testing.T) {
 	}
 }
 
-// TestLaneFoldGolden pins what a lane snapshot holds after a history that
-// touches every part of the fold: a change of Evolve's rules changes it, and
-// must come with a new LaneSchemaVersion (a snapshot folded by the old rules
-// would otherwise be trusted). Update with -update, after the bump.
-func TestLaneFoldGolden(t *testing.T) {
+// foldHistory is a history that touches every part of the fold.
+func foldHistory() []events.Event {
 	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	origin := events.Source{Platform: "telegram", ChatID: "42", ChatType: "dm", UserID: "u42", UserName: "Ada"}
 	tokens := int64(1234)
-	history := []events.Event{
+	return []events.Event{
 		events.SessionCreated{SessionKey: "agent:main:telegram:dm:42", SessionID: "s1", Origin: origin, DisplayName: "Ada", Platform: "telegram", ChatType: "dm", At: t0},
 		events.TurnStarted{TurnID: "t1", SessionID: "s1", At: t0.Add(time.Second)},
 		events.TurnCompleted{TurnID: "t1", SessionID: "s1", InputTokens: 10, OutputTokens: 20, EstimatedCostUSD: 0.25, CostStatus: "estimated", LastPromptTokens: &tokens, At: t0.Add(2 * time.Second)},
@@ -91,7 +90,14 @@ func TestLaneFoldGolden(t *testing.T) {
 		events.ActiveProcessesChanged{Count: 2, At: t0.Add(8 * time.Hour)},
 		events.TurnStarted{TurnID: "t2", SessionID: "s2", At: t0.Add(9 * time.Hour)},
 	}
-	data, err := domain.EncodeLaneSnapshot(domain.Replay(history))
+}
+
+// TestLaneFoldGolden pins the lane folded from foldHistory, written as JSON
+// to be read: a change of Evolve's rules changes it, and must come with a
+// new LaneSchemaVersion (a snapshot folded by the old rules would otherwise
+// be trusted). Update with -update, after the bump.
+func TestLaneFoldGolden(t *testing.T) {
+	data, err := json.Marshal(domain.Replay(foldHistory()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +123,27 @@ func TestLaneFoldGolden(t *testing.T) {
 	}
 }
 
+// TestJSONSnapshotStillLoads: a snapshot of schema 1 written as JSON, before
+// the lane codec (testdata/lane_snapshot_schema1.json is one, of
+// foldHistory's lane, as that build's EncodeLaneSnapshot wrote it), loads
+// as the lane it was taken of.
+func TestJSONSnapshotStillLoads(t *testing.T) {
+	if domain.LaneSchemaVersion != 1 {
+		t.Fatalf("LaneSchemaVersion is %d: no JSON snapshot (schema 1) can be read any more; remove decodeJSONSnapshot, this test and its fixture", domain.LaneSchemaVersion)
+	}
+	data, err := os.ReadFile(filepath.Join("testdata", "lane_snapshot_schema1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := domain.DecodeLaneSnapshot(1, bytes.TrimSpace(data))
+	if err != nil {
+		t.Fatalf("DecodeLaneSnapshot(1, JSON snapshot) = %v", err)
+	}
+	if diff := cmp.Diff(domain.Replay(foldHistory()), got); diff != "" {
+		t.Errorf("the JSON snapshot loads as another lane (-folded +loaded):\n%s", diff)
+	}
+}
+
 // TestLaneSnapshotRoundTrip: a snapshot decodes to the lane it encoded,
 // and one of another schema or not a lane is refused with ErrSnapshotSchema.
 func TestLaneSnapshotRoundTrip(t *testing.T) {
@@ -126,10 +153,7 @@ func TestLaneSnapshotRoundTrip(t *testing.T) {
 		events.QueueItemAdded{ItemID: "q1", Kind: events.QueueKindFollowup, Text: "no message", Placement: events.QueuePlacementSlot, At: t0},
 		events.QueueItemAdded{ItemID: "q2", Kind: events.QueueKindQueue, Text: "with", Message: json.RawMessage(`{"a":1}`), Placement: events.QueuePlacementOverflow, At: t0},
 	})
-	data, err := domain.EncodeLaneSnapshot(lane)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := domain.EncodeLaneSnapshot(lane)
 	tests := []struct {
 		name    string
 		schema  int
@@ -140,6 +164,10 @@ func TestLaneSnapshotRoundTrip(t *testing.T) {
 		{"older schema", domain.LaneSchemaVersion - 1, data, domain.ErrSnapshotSchema},
 		{"newer schema", domain.LaneSchemaVersion + 1, data, domain.ErrSnapshotSchema},
 		{"not a lane", domain.LaneSchemaVersion, []byte(`[1,2]`), domain.ErrSnapshotSchema},
+		{"empty", domain.LaneSchemaVersion, nil, domain.ErrSnapshotSchema},
+		{"JSON that is not a lane", domain.LaneSchemaVersion, []byte(`{"SessionID":`), domain.ErrSnapshotSchema},
+		{"cut short", domain.LaneSchemaVersion, data[:len(data)-1], domain.ErrSnapshotSchema},
+		{"a byte too many", domain.LaneSchemaVersion, append(slices.Clone(data), 0), domain.ErrSnapshotSchema},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

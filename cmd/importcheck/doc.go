@@ -1,7 +1,8 @@
 // Importcheck enforces the layer arrows of hermes (design/STYLE.md) on the
 // module it is run in:
 //
-//	events       standard library only
+//	events       standard library only, and JSON v2 (github.com/go-json-experiment/json,
+//	             Go 1.27's encoding/json/v2)
 //	domain       events
 //	commands     domain, events
 //	projections  events, domain

@@ -41,6 +41,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
 )
 
 var ErrX = errors.New("x")
@@ -48,7 +50,7 @@ var ErrX = errors.New("x")
 type E struct{ At time.Time }
 
 func Later(t time.Time) time.Time {
-	_ = json.Marshal
+	_, _ = json.Marshal, jsonv2.Unmarshal
 	_ = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	return t.Add(time.Hour)
 }
@@ -291,6 +293,16 @@ func TestCheckViolations(t *testing.T) {
 			name:  "events imports third-party",
 			files: map[string]string{"events/bad.go": importing("events", "github.com/google/go-cmp/cmp")},
 			want:  []string{`events/bad.go:3:8: events may not import third-party "github.com/google/go-cmp/cmp"`},
+		},
+		{
+			name:  "events imports a package of JSON v2 other than json",
+			files: map[string]string{"events/bad.go": importing("events", "github.com/go-json-experiment/json/jsontext")},
+			want:  []string{`events/bad.go:3:8: events may not import third-party "github.com/go-json-experiment/json/jsontext"`},
+		},
+		{
+			name:  "domain imports JSON v2",
+			files: map[string]string{"domain/bad.go": importing("domain", "github.com/go-json-experiment/json")},
+			want:  []string{`domain/bad.go:3:8: domain may not import third-party "github.com/go-json-experiment/json"`},
 		},
 		{
 			name:  "domain imports third-party",

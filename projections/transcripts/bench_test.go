@@ -289,7 +289,7 @@ func BenchmarkSearch(b *testing.B) {
 		if _, err := p.Search(ctx, SearchQuery{Query: q}); err != nil {
 			b.Fatal(err)
 		}
-		p.docLengths.loads.Wait()
+		p.ranker.WaitLengths()
 		b.Logf("first search %q and the lengths read: %s (%s CPU)", q, time.Since(start).Round(time.Millisecond), (processCPU(b) - startCPU).Round(time.Millisecond))
 	}
 	for _, k := range kinds {

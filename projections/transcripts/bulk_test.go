@@ -12,6 +12,7 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 
 	"hermes/events"
+	"hermes/projections/transcripts/fts5"
 )
 
 // bulkHistory is a generated history with rewinds (updates of messages,
@@ -314,13 +315,13 @@ func unlistedSegmentRows(t *testing.T, p *Projection, table string) int {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	s, err := (&ftsIndex{ctx: ctx, tx: tx, table: table}).structure()
+	segs, err := fts5.Segments(ctx, tx, table)
 	if err != nil {
 		t.Fatal(err)
 	}
 	where := "id >= " + ftsFirstSegmentRow
-	for _, seg := range s.segments {
-		where += fmt.Sprintf(" AND NOT (id >= %d AND id < %d)", seg.id<<37, (seg.id+1)<<37)
+	for _, seg := range segs {
+		where += fmt.Sprintf(" AND NOT (id >= %d AND id < %d)", seg.ID<<37, (seg.ID+1)<<37)
 	}
 	var n int
 	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+table+"_data WHERE "+where).Scan(&n); err != nil {

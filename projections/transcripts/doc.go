@@ -44,8 +44,9 @@
 //
 // Search (search.go) returns Hermes' page: every match scored by bm25(),
 // best first, equal scores by ascending id, then filters, LIMIT and OFFSET;
-// the ids come from a top-k ORDER BY and only the page is joined and gets
-// a snippet.
+// the ids come from the fts5 package's Ranker (FTS5's index read in Go,
+// bm25() bit for bit) or, for what it declines, from a top-k ORDER BY, and
+// only the page is joined and gets a snippet.
 //
 // The file is disposable — it can always be rebuilt from the event log — so
 // it is written with synchronous=NORMAL: a power cut may lose the last

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"hermes/projections/transcripts/fts5"
 )
 
 // An ftsBuilder indexes the messages of a bulk load in a scratch file
@@ -49,7 +51,7 @@ type ftsBuilder struct {
 	// merged segments, or putRight changed rows already indexed): what
 	// was copied may be stale, so the whole index is copied at the end.
 	passes    []builtPass
-	segments  map[int64]ftsSegment
+	segments  map[int64]fts5.Segment
 	rewritten bool
 
 	// passMu is held during each pass, and by copyBuilt while it reads
@@ -206,7 +208,7 @@ func (b *ftsBuilder) pass(ctx context.Context, from, to int64) error {
 		return nil
 	}
 	if b.segments == nil {
-		b.segments = map[int64]ftsSegment{}
+		b.segments = map[int64]fts5.Segment{}
 	}
 	added := builtPass{from: from, to: to}
 	for id, seg := range segs {
@@ -227,19 +229,19 @@ func (b *ftsBuilder) pass(ctx context.Context, from, to int64) error {
 
 // segmentIDs returns the segments of the scratch file's index by id, as
 // its structure record lists them.
-func (b *ftsBuilder) segmentIDs(ctx context.Context) (map[int64]ftsSegment, error) {
+func (b *ftsBuilder) segmentIDs(ctx context.Context) (map[int64]fts5.Segment, error) {
 	tx, err := b.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("build %s: %w", b.table, err)
 	}
 	defer func() { _ = tx.Rollback() }() // read only
-	s, err := (&ftsIndex{ctx: ctx, tx: tx, table: b.table}).structure()
+	segs, err := fts5.Segments(ctx, tx, b.table)
 	if err != nil {
 		return nil, fmt.Errorf("build %s: %w", b.table, err)
 	}
-	ids := make(map[int64]ftsSegment, len(s.segments))
-	for _, seg := range s.segments {
-		ids[seg.id] = seg
+	ids := make(map[int64]fts5.Segment, len(segs))
+	for _, seg := range segs {
+		ids[seg.ID] = seg
 	}
 	return ids, nil
 }

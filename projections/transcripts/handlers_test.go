@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"hermes/events"
+	"hermes/projections/transcripts/fts5"
 )
 
 // TestStateEventsHandleTheirOwnType: every entry of stateEvents is keyed by
@@ -128,11 +129,11 @@ func ftsSegmentCounts(t *testing.T, p *Projection) map[string]int {
 	defer func() { _ = tx.Rollback() }()
 	counts := map[string]int{}
 	for _, table := range []string{"messages_fts", "messages_fts_trigram"} {
-		s, err := (&ftsIndex{ctx: context.Background(), tx: tx, table: table}).structure()
+		segs, err := fts5.Segments(context.Background(), tx, table)
 		if err != nil {
 			t.Fatalf("structure of %s: %v", table, err)
 		}
-		counts[table] = len(s.segments)
+		counts[table] = len(segs)
 	}
 	return counts
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"hermes/projections"
+	"hermes/projections/transcripts/fts5"
 )
 
 // Reader answers queries on a transcripts file through a pool of read-only
@@ -21,9 +22,10 @@ type Reader struct {
 	// stmts holds the statements of the per-message lookups (hot path of
 	// every append), prepared once.
 	stmts projections.StmtCache
-	// docLengths is the in-memory copy of the FTS tables' row lengths
-	// that the fast search path scores with (search_fast.go).
-	docLengths docLengths
+	// ranker ranks searches from FTS5's index read in Go, with the FTS
+	// tables' row lengths in memory (package fts5); SQLite's bm25()
+	// statement ranks what it declines.
+	ranker *fts5.Ranker
 	// snippets makes a prefix query's snippets for single rows.
 	snippets snippetScratch
 }
@@ -60,12 +62,14 @@ func openReader(path string) (*Reader, error) {
 	}
 	db.SetMaxOpenConns(maxReaders)
 	db.SetMaxIdleConns(maxReaders)
-	return &Reader{db: db}, nil
+	r := &Reader{db: db}
+	r.ranker = fts5.New(r.readTx, fts5.Options{})
+	return r, nil
 }
 
 // Close releases the read pool.
 func (r *Reader) Close() error {
-	r.docLengths.close() // a background read of the search lengths
+	r.ranker.Close() // a background read of the search lengths
 	return errors.Join(r.stmts.Close(), r.snippets.close(), r.db.Close())
 }
 

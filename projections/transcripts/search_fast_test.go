@@ -3,16 +3,15 @@ package transcripts
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"testing"
 
 	gocmp "github.com/google/go-cmp/cmp"
 
 	"hermes/events"
+	"hermes/projections/transcripts/fts5"
 )
 
 // TestFastScoresEqualBM25: given a history applied in many small batches
@@ -24,9 +23,8 @@ import (
 // messages first (corpus.longMessages) put position lists over page ends
 // into a corpus too small to have them by its size.
 func TestFastScoresEqualBM25(t *testing.T) {
-	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
-	loadLengthsInline = true
 	p := openTemp(t)
+	useRanker(t, p, inlineRanker)
 	c := newCorpus(23, 12)
 	apply := func(n int) {
 		for range n / 50 {
@@ -58,26 +56,10 @@ func TestFastScoresEqualBM25(t *testing.T) {
 		}
 		return qs
 	}()
-	var checkOnce func(stage string)
-	check := func(stage string) {
-		t.Helper()
-		defer func(old int64) { parallelPages = old }(parallelPages)
-		for _, parallelPages = range []int64{parallelPages, 0} {
-			bySegments := segmentReads.Load()
-			checkOnce(fmt.Sprintf("%s, phrases of %d+ pages by segments", stage, parallelPages))
-			if parallelPages == 0 && segmentReads.Load() == bySegments {
-				t.Errorf("%s: no phrase was read by segments", stage)
-			}
-		}
-	}
-	checkOnce = func(stage string) {
+	checkScores := func(stage string) {
 		t.Helper()
 		ctx := context.Background()
 		for _, q := range queries {
-			fq, ok := parseFastQuery(q.table, q.query)
-			if !ok {
-				t.Fatalf("%s: parseFastQuery(%s, %q) refused", stage, q.table, q.query)
-			}
 			want, got := map[int64]uint64{}, map[int64]uint64{}
 			err := p.readTx(ctx, func(tx *sql.Tx) error {
 				rows, err := tx.QueryContext(ctx, `SELECT rowid, bm25(`+q.table+`) FROM `+q.table+` WHERE `+q.table+` MATCH ?`, q.query)
@@ -96,12 +78,12 @@ func TestFastScoresEqualBM25(t *testing.T) {
 				if err := rows.Err(); err != nil {
 					return err
 				}
-				rk, err := p.fastScores(ctx, tx, q.table, fq)
+				rk, err := p.ranker.Rank(ctx, tx, ftsTable(q.table), q.query)
 				if err != nil {
 					return err
 				}
-				for _, s := range rk.all {
-					got[s.id] = math.Float64bits(s.score)
+				for _, m := range rk.All() {
+					got[m.ID] = math.Float64bits(m.Score)
 				}
 				return nil
 			})
@@ -113,14 +95,27 @@ func TestFastScoresEqualBM25(t *testing.T) {
 			}
 		}
 	}
+	// check scores every query with a ranker that reads phrases streamed,
+	// then with one that reads them by segments; it returns how many
+	// phrases both read merged.
+	check := func(stage string) (merged int64) {
+		t.Helper()
+		for _, parallelPages := range []int64{fts5.DefaultParallelPages, 1} {
+			useRanker(t, p, fts5.Options{LoadLengthsInline: true, ParallelPages: parallelPages})
+			checkScores(fmt.Sprintf("%s, phrases of %d+ pages by segments", stage, parallelPages))
+			if parallelPages == 1 && p.ranker.Stats().BySegments == 0 {
+				t.Errorf("%s: no phrase was read by segments", stage)
+			}
+			merged += p.ranker.Stats().Merged
+		}
+		return merged
+	}
 	mustApply(t, p, c.longMessages(22))
 	apply(sized(700, 1500))
-	merged := mergedReads.Load()
-	check("appended")
+	merged := check("appended")
 	apply(sized(300, 700))
-	check("more appended")
-	if mergedReads.Load() != merged {
-		t.Errorf("rows only appended: %d phrases read merged, want every one streamed", mergedReads.Load()-merged)
+	if merged += check("more appended"); merged != 0 {
+		t.Errorf("rows only appended: %d phrases read merged, want every one streamed", merged)
 	}
 	var gone []events.Envelope
 	for _, sid := range []string{"20260301_000000_00000002", "20260301_000000_00000005"} {
@@ -129,63 +124,11 @@ func TestFastScoresEqualBM25(t *testing.T) {
 	sid := "20260301_000000_00000003"
 	gone = append(gone, c.h.tr(sid, events.TurnsRewound{SessionID: sid, TargetMessageID: 0, TurnsUndone: 1, At: c.now})...)
 	mustApply(t, p, gone)
-	merged = mergedReads.Load()
-	check("cleared and rewound")
-	if mergedReads.Load() == merged {
+	if check("cleared and rewound") == 0 {
 		t.Errorf("after rows were re-indexed, no phrase was read merged: the merged path is not exercised")
 	}
 	apply(sized(200, 600))
 	check("appended after deletions")
-}
-
-// TestParseFastQuery: the queries the fast path ranks, and those it
-// leaves to SQLite.
-func TestParseFastQuery(t *testing.T) {
-	for _, tc := range []struct {
-		table, query string
-		want         *fastQuery // nil: refused
-	}{
-		{"messages_fts", "Docker", &fastQuery{phrases: []ftsPhrase{{terms: []string{"docker"}}}}},
-		{"messages_fts", "deploy*", &fastQuery{phrases: []ftsPhrase{{terms: []string{"deploy"}, prefix: true}}}},
-		{"messages_fts", `"memory leak"`, &fastQuery{phrases: []ftsPhrase{{terms: []string{"memory", "leak"}}}}},
-		{"messages_fts", "redis OR memcached", &fastQuery{or: true, phrases: []ftsPhrase{{terms: []string{"redis"}}, {terms: []string{"memcached"}}}}},
-		{"messages_fts", "a AND b c", &fastQuery{phrases: []ftsPhrase{{terms: []string{"a"}}, {terms: []string{"b"}}, {terms: []string{"c"}}}}},
-		{"messages_fts", "a NOT b", nil},
-		{"messages_fts", "a OR b c", nil}, // AND and OR mixed
-		{"messages_fts", "OR a", nil},     // an operator without two sides
-		{"messages_fts", "a OR", nil},     // an operator without two sides
-		{"messages_fts", "a b OR", nil},
-		{"messages_fts", "a OR b OR", nil},
-		{"messages_fts", "a OR OR b", nil},
-		{"messages_fts", "AND", nil},
-		{"messages_fts", `"read_file"`, &fastQuery{phrases: []ftsPhrase{{terms: []string{"read", "file"}}}}},
-		{"messages_fts", `"Docker-Compose up"`, &fastQuery{phrases: []ftsPhrase{{terms: []string{"docker", "compose", "up"}}}}},
-		{"messages_fts", `"--"`, nil},
-		{"messages_fts", "read_file", nil},
-		{"messages_fts", `"café au lait"`, nil},
-		{"messages_fts", "café", nil}, // folding and diacritics
-		{"messages_fts", `"ab"*`, nil},
-		{"messages_fts", "de*ploy", nil},
-		{"messages_fts", `"记忆断"`, nil},
-		{"messages_fts_trigram", `"记忆断裂"`, &fastQuery{phrases: []ftsPhrase{{terms: []string{"记忆断", "忆断裂"}}}}},
-		{"messages_fts_trigram", `"记忆" "断裂问"`, nil},
-		{"messages_fts_trigram", `"记忆a断"`, nil},
-	} {
-		got, ok := parseFastQuery(tc.table, tc.query)
-		if tc.want == nil {
-			if ok {
-				t.Errorf("parseFastQuery(%s, %q) = %+v, want refused", tc.table, tc.query, got)
-			}
-			continue
-		}
-		if !ok {
-			t.Errorf("parseFastQuery(%s, %q) refused, want %+v", tc.table, tc.query, *tc.want)
-			continue
-		}
-		if diff := gocmp.Diff(*tc.want, got, gocmp.AllowUnexported(fastQuery{}, ftsPhrase{})); diff != "" {
-			t.Errorf("parseFastQuery(%s, %q) (-want +got):\n%s", tc.table, tc.query, diff)
-		}
-	}
 }
 
 // TestFastSearchResultsEqualSlow: the whole results (ids, snippets,
@@ -195,9 +138,8 @@ func TestParseFastQuery(t *testing.T) {
 // several terms of the prefix), and trigram queries, whose snippets all
 // come from the scratch table.
 func TestFastSearchResultsEqualSlow(t *testing.T) {
-	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
-	loadLengthsInline = true
 	p, c := rankCorpus(t)
+	useRanker(t, p, inlineRanker)
 	w := c.words
 	queries := []SearchQuery{
 		{Query: w[0][:2] + "*"},
@@ -225,14 +167,14 @@ func TestFastSearchResultsEqualSlow(t *testing.T) {
 	)
 	scratchBefore := scratchPages.Load()
 	for _, q := range queries {
-		before := fastSearches.Load()
+		before := rankedByFTS5(p)
 		fast := search(t, p, q)
-		if fastSearches.Load() == before {
+		if rankedByFTS5(p) == before {
 			t.Errorf("Search(%q) was not ranked by the fast path", q.Query)
 		}
 		func() {
-			defer func(old bool) { fastSearch = old }(fastSearch)
-			fastSearch = false
+			useRanker(t, p, fts5.Options{Off: true})
+			defer useRanker(t, p, inlineRanker)
 			slow := search(t, p, q)
 			if len(slow) == 0 {
 				t.Fatalf("Search(%q): no results; the corpus does not exercise it", q.Query)
@@ -247,159 +189,6 @@ func TestFastSearchResultsEqualSlow(t *testing.T) {
 	}
 }
 
-// TestFastPathLengthsLoadInBackground: given a reader that has not read
-// the row lengths, when it searches, then that search is ranked by
-// SQLite's statement (a one-shot search never reads them all) while the
-// lengths are read in the background; after that, searches take the fast
-// path, also after new messages (brought up to date), and after messages
-// went away (the oldest, or the newest: the highest id then goes down)
-// the lengths are read again in the background, with the same results
-// throughout.
-func TestFastPathLengthsLoadInBackground(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		order string // which session goes: the one of the lowest or the highest message id
-	}{
-		{"oldest session cleared", "ASC"},
-		{"newest session cleared", "DESC"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := openTemp(t)
-			c := newCorpus(31, 8)
-			mustApply(t, p, c.events(sized(300, 1200)))
-			word := c.words[1]
-			ranked := func(stage string, wantFast bool) {
-				t.Helper()
-				before := fastSearches.Load()
-				got := search(t, p, SearchQuery{Query: word})
-				if fast := fastSearches.Load() > before; fast != wantFast {
-					t.Errorf("%s: ranked by the fast path %t, want %t", stage, fast, wantFast)
-				}
-				want, _ := bm25Reference(t, p, "messages_fts", word, nil, defaultSearchLimit, 0)
-				if diff := gocmp.Diff(want, inOrder(got)); diff != "" {
-					t.Errorf("%s: Search(%q) ids (-bm25 reference +got):\n%s", stage, word, diff)
-				}
-			}
-			ranked("cold", false)
-			p.docLengths.loads.Wait()
-			ranked("loaded", true)
-			mustApply(t, p, c.events(sized(100, 300)))
-			ranked("appended", true)
-			var sid string
-			if err := p.readTx(context.Background(), func(tx *sql.Tx) error {
-				return tx.QueryRow(`SELECT session_id FROM messages ORDER BY id ` + tc.order + ` LIMIT 1`).Scan(&sid)
-			}); err != nil {
-				t.Fatal(err)
-			}
-			mustApply(t, p, c.h.tr(sid, events.TranscriptCleared{SessionID: sid, At: c.now}))
-			ranked("rows went away", false)
-			p.docLengths.loads.Wait()
-			ranked("read again", true)
-		})
-	}
-}
-
-// TestFastPathOlderSnapshotThanTheLengths: given row lengths that a
-// search brought up to date with new messages, when a search whose
-// snapshot predates those messages ranks, then the fast path declines
-// (the lengths describe rows it cannot see) without reading them again,
-// and a search of the current snapshot keeps the fast path.
-func TestFastPathOlderSnapshotThanTheLengths(t *testing.T) {
-	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
-	loadLengthsInline = true
-	p := openTemp(t)
-	c := newCorpus(43, 8)
-	mustApply(t, p, c.events(400))
-	word := c.words[1]
-	search(t, p, SearchQuery{Query: word}) // reads the lengths
-	fq, ok := parseFastQuery("messages_fts", word)
-	if !ok {
-		t.Fatalf("parseFastQuery(%q) refused", word)
-	}
-	ctx := context.Background()
-	err := p.readTx(ctx, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM messages`).Scan(&n); err != nil {
-			return err // the snapshot starts here
-		}
-		mustApply(t, p, c.events(200))
-		before := fastSearches.Load()
-		search(t, p, SearchQuery{Query: word}) // another connection: the copy moves on
-		if fastSearches.Load() == before {
-			t.Errorf("Search(%q) of the current snapshot was not ranked by the fast path", word)
-		}
-		_, err := p.fastScores(ctx, tx, "messages_fts", fq)
-		if !errors.Is(err, errUnsupportedIndex) || errors.Is(err, errLengthsNotLoaded) {
-			t.Errorf("fastScores of the older snapshot = %v, want errUnsupportedIndex (not a new read of the lengths)", err)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestFastPathDuringAnIncrementalMerge: given an index whose incremental
-// merge is under way (FTS5's automerge leaves one between transactions)
-// and has taken the whole of one input segment (listed with first and
-// last page 0, its leaves not yet deleted) and part of the others, when
-// it is searched, then the fast path ranks the words of every segment
-// with bm25()'s answer.
-func TestFastPathDuringAnIncrementalMerge(t *testing.T) {
-	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
-	loadLengthsInline = true
-	p := openTemp(t)
-	h := newHistory()
-	key, sid := "agent:main:telegram:dm:merge", "20260301_000000_merge"
-	mustApply(t, p, h.lane(key, created(key, sid, at(0))))
-	// The first segment's terms sort before every other (the generator's
-	// words start with b or later): the merge takes all of its pages first.
-	var early []string
-	for i := range 1500 {
-		early = append(early, fmt.Sprintf("aardvark%04d", i))
-	}
-	mustApply(t, p, h.tr(sid, appended(sid, text("user", strings.Join(early, " ")), at(1))))
-	c := newCorpus(47, 8)
-	c.h.pos = h.pos
-	for range 3 {
-		mustApply(t, p, c.events(150))
-	}
-	ctx := context.Background()
-	if _, err := p.conn.ExecContext(ctx, "INSERT INTO messages_fts(messages_fts, rank) VALUES ('merge', 8)"); err != nil {
-		t.Fatal(err)
-	}
-	var taken, partly bool
-	if err := p.readTx(ctx, func(tx *sql.Tx) error {
-		x := &ftsIndex{ctx: ctx, tx: tx, table: "messages_fts"}
-		defer x.release()
-		s, err := x.structure()
-		for _, seg := range s.segments {
-			taken = taken || seg.first == 0
-			partly = partly || seg.first > 1
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if !taken || !partly {
-		t.Fatalf("after a short merge: a segment taken whole %t, one taken in part %t; want both", taken, partly)
-	}
-	for _, q := range []string{"aardvark0000", "aardvark1499", c.words[0], c.words[1] + " " + c.words[2], `"` + c.words[0] + " " + c.words[1] + `"`, c.words[3][:3] + "*"} {
-		before := fastSearches.Load()
-		got := search(t, p, SearchQuery{Query: q})
-		if fastSearches.Load() == before {
-			t.Errorf("Search(%q) during the merge was not ranked by the fast path", q)
-		}
-		want, _ := bm25Reference(t, p, "messages_fts", q, nil, defaultSearchLimit, 0)
-		if len(want) == 0 {
-			t.Fatalf("Search(%q): no matches; the corpus does not exercise it", q)
-		}
-		if diff := gocmp.Diff(want, inOrder(got)); diff != "" {
-			t.Errorf("Search(%q) ids (-bm25 reference +got):\n%s", q, diff)
-		}
-	}
-}
-
 // TestWarmSearch: after WarmSearch has read the lengths, the first search
 // of either index is ranked by the fast path.
 func TestWarmSearch(t *testing.T) {
@@ -407,7 +196,7 @@ func TestWarmSearch(t *testing.T) {
 	c := newCorpus(37, 8)
 	mustApply(t, p, c.events(800))
 	p.WarmSearch()
-	p.docLengths.loads.Wait()
+	p.ranker.WaitLengths()
 	var cjk string
 	for _, w := range c.cjkWords {
 		if runeLen(w) >= 3 {
@@ -416,11 +205,11 @@ func TestWarmSearch(t *testing.T) {
 		}
 	}
 	for _, q := range []string{c.words[0], cjk} {
-		before := fastSearches.Load()
+		before := rankedByFTS5(p)
 		if res := search(t, p, SearchQuery{Query: q}); len(res) == 0 {
 			t.Fatalf("Search(%q): no results; the corpus does not exercise it", q)
 		}
-		if fastSearches.Load() == before {
+		if rankedByFTS5(p) == before {
 			t.Errorf("Search(%q) after WarmSearch was not ranked by the fast path", q)
 		}
 	}
@@ -432,23 +221,22 @@ func TestWarmSearch(t *testing.T) {
 // id: it would be hundreds of MB for a few thousand rows) and SQLite's
 // statement ranks it, with bm25()'s answer.
 func TestFastPathDeclinesASparseIDSpace(t *testing.T) {
-	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
-	loadLengthsInline = true
 	p := openTemp(t)
+	useRanker(t, p, inlineRanker)
 	c := newCorpus(41, 8)
 	c.events(1200)
 	sid := "20260301_000000_sparse"
-	far := int64(maxDocLengthID) - 1
+	far := int64(1<<27) - 1 // past what the ranker keeps the row lengths of
 	c.h.tr(sid, events.MessagesImported{SessionID: sid, At: c.now, Messages: []events.ImportedMessage{
 		{ID: far, Role: "user", Content: ptr(c.words[1] + " imported far away"), Timestamp: 1},
 	}})
 	mustApply(t, p, c.h.all)
 	word := c.words[1]
 
-	before := fastSearches.Load()
+	before := rankedByFTS5(p)
 	got := search(t, p, SearchQuery{Query: word})
 
-	if fastSearches.Load() != before {
+	if rankedByFTS5(p) != before {
 		t.Fatalf("a table of ~1,000 rows with id %d was ranked by the fast path", far)
 	}
 	want, _ := bm25Reference(t, p, "messages_fts", word, nil, defaultSearchLimit, 0)

@@ -12,6 +12,7 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 
 	"hermes/events"
+	"hermes/projections/transcripts/fts5"
 )
 
 // rankCorpus is a generated history (Zipf words, one message in ten in
@@ -179,14 +180,13 @@ func inOrder(res []SearchResult) []int64 {
 // bestIDs (the best candidates filtered in Go, and the statement that
 // joins every match).
 func TestSearchMatchesBM25Reference(t *testing.T) {
-	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
-	loadLengthsInline = true
 	p, c := rankCorpus(t)
 	for _, fast := range []bool{true, false} {
 		for _, candidates := range []int{maxCandidates, 0} {
 			t.Run(fmt.Sprintf("fast=%t/candidates=%d", fast, candidates), func(t *testing.T) {
-				defer func(old int, oldFast bool) { maxCandidates, fastSearch = old, oldFast }(maxCandidates, fastSearch)
-				maxCandidates, fastSearch = candidates, fast
+				defer func(old int) { maxCandidates = old }(maxCandidates)
+				maxCandidates = candidates
+				useRanker(t, p, fts5.Options{LoadLengthsInline: true, Off: !fast})
 				testSearchMatchesBM25Reference(t, p, c)
 			})
 		}
@@ -239,9 +239,9 @@ func testSearchMatchesBM25Reference(t *testing.T, p *Projection, c *corpus) {
 			if matches < tc.minMatches || len(want) == 0 {
 				t.Fatalf("%q: %d matches, %d in the page: the corpus does not exercise this class", tc.query, matches, len(want))
 			}
-			before := fastSearches.Load()
+			before := rankedByFTS5(p)
 			got := inOrder(search(t, p, SearchQuery{Query: tc.query, Roles: tc.roles, Limit: tc.limit, Offset: tc.off}))
-			if ranked := fastSearches.Load() > before; fastSearch && ranked == tc.slow {
+			if ranked := rankedByFTS5(p) > before; !p.ranker.Options().Off && ranked == tc.slow {
 				t.Errorf("Search(%q): ranked by the fast path %t, want %t", tc.query, ranked, !tc.slow)
 			}
 			if diff := gocmp.Diff(want, got); diff != "" {

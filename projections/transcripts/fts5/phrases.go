@@ -1,4 +1,4 @@
-package transcripts
+package fts5
 
 import (
 	"cmp"
@@ -9,11 +9,10 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 )
 
 // The rows of one phrase of a query, read from FTS5's index
-// (fts5index.go), each with the number of times the phrase occurs in it.
+// (index.go), each with the number of times the phrase occurs in it.
 // A phrase's idf needs every row where it occurs, so nothing can be
 // skipped; what is kept small is the work per entry. No term of a phrase
 // is stored whole: a cursor over each term (postings) decodes its entries
@@ -26,13 +25,6 @@ import (
 // are only appended); otherwise (a rewound or deleted row re-indexed) the
 // terms are read into merged doclists first, and the same code runs over
 // those.
-
-// segmentReads counts the phrases read by phraseBySegments, for tests.
-var segmentReads atomic.Int64
-
-// mergedReads counts the phrases read from merged doclists because a newer
-// segment held rows of an older one, for tests.
-var mergedReads atomic.Int64
 
 // phraseRows are the rows where a phrase occurs, ascending, with its
 // number of occurrences in each (what bm25() adds up through xInst); for
@@ -75,13 +67,13 @@ func termsMatches(x *ftsIndex, s ftsStructure, p ftsPhrase) (phraseRows, error) 
 	}
 	var rows phraseRows
 	var err error
-	if most >= parallelPages && len(s.segments) > 1 && runtime.GOMAXPROCS(0) > 1 {
+	if pp := x.r.opts.ParallelPages; pp >= 0 && most >= pp && len(s.segments) > 1 && runtime.GOMAXPROCS(0) > 1 {
 		rows, err = phraseBySegments(x, s, p)
 	} else {
 		rows, err = phraseInIndex(x, s, p)
 	}
 	if errors.Is(err, errUnordered) {
-		mergedReads.Add(1)
+		x.r.merged.Add(1)
 		rows, err = phraseMerged(x, s, p)
 	}
 	return rows, err
@@ -216,11 +208,6 @@ func pairScan(a, b *postings, rows *phraseRows) error {
 	}
 }
 
-// parallelPages is how long (in leaf pages, about 4 KB each) the longest
-// term of a phrase must be for phraseBySegments to read it (a variable
-// for tests, which run both ways).
-var parallelPages int64 = 256
-
 // phraseBySegments is phraseInIndex on two goroutines: each reads whole
 // segments (every term's entries of one segment), the segments shared out
 // by size. A row's current entries are all in the segment that indexed it
@@ -234,7 +221,7 @@ func phraseBySegments(x *ftsIndex, s ftsStructure, p ftsPhrase) (phraseRows, err
 		first, last []int64 // by term: the segment's first and last rowid, math.MinInt64 if none
 		err         error
 	}
-	segmentReads.Add(1)
+	x.r.bySegments.Add(1)
 	parts := make([]part, len(s.segments))
 	read := func(i int) {
 		one := ftsStructure{segments: s.segments[i : i+1], writeCounter: s.writeCounter}
@@ -484,7 +471,7 @@ func prefixMatches(x *ftsIndex, s ftsStructure, prefix string, maxID int64) (phr
 	err := x.streamPrefix(s, prefix, pt, pt.at)
 	if pt.unordered {
 		// Read every term merged, and tally them again.
-		mergedReads.Add(1)
+		x.r.merged.Add(1)
 		pt.clear()
 		lists, err := x.termDoclists(s, prefix, true, false)
 		if err != nil {

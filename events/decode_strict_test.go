@@ -8,10 +8,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
 )
 
-// slowMessageAppended is what Decode gave before the fast decoder:
-// encoding/json alone.
+// slowMessageAppended is what Decode gives when JSON v2 refuses: encoding/json
+// alone.
 func slowMessageAppended(data []byte) (MessageAppended, error) {
 	var e MessageAppended
 	err := json.Unmarshal(data, &e)
@@ -19,6 +21,19 @@ func slowMessageAppended(data []byte) (MessageAppended, error) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// strictMessageAppended is Decode's first try at a message_appended: JSON v2
+// with strictStored; false when it refuses data.
+func strictMessageAppended(data []byte) (MessageAppended, bool) {
+	var e MessageAppended
+	return e, jsonv2.Unmarshal(data, &e, strictStored) == nil
+}
+
+// strictMetadata is DecodeMetadata's first try.
+func strictMetadata(data []byte) (Metadata, bool) {
+	var md Metadata
+	return md, jsonv2.Unmarshal(data, &md, strictStored) == nil
+}
 
 // messageAppendedInputs are stored message_appended events: the golden
 // file, Encode's output for many messages, and hand-written JSON that
@@ -84,18 +99,27 @@ func messageAppendedInputs(t testing.TB) (encoded, handWritten [][]byte) {
 	return append([][]byte{golden}, encoded...), handWritten
 }
 
-// TestFastMessageAppendedEqualsEncodingJSON: the fast decoder takes what
-// Encode writes, and whatever it takes it decodes exactly as encoding/json
-// does; the rest, and every error, is encoding/json's.
-func TestFastMessageAppendedEqualsEncodingJSON(t *testing.T) {
+// TestStrictFirstEqualsEncodingJSON: JSON v2 takes what Encode writes, and
+// whatever it takes it decodes exactly as encoding/json does; the rest, and
+// every error, is encoding/json's.
+func TestStrictFirstEqualsEncodingJSON(t *testing.T) {
 	encoded, handWritten := messageAppendedInputs(t)
 	for _, data := range encoded {
-		if _, ok := fastMessageAppended(data); !ok {
-			t.Errorf("fastMessageAppended(%s) not taken, want the fast path for Encode's output", data)
+		var e MessageAppended
+		if err := json.Unmarshal(data, &e); err != nil {
+			t.Fatal(err)
+		}
+		// Encode repairs what json.Marshal keeps (invalid UTF-8 in raw JSON).
+		stored, err := Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := strictMessageAppended(stored); !ok {
+			t.Errorf("strictMessageAppended(%s) refused, want JSON v2 to take Encode's output", stored)
 		}
 	}
 	for _, data := range append(encoded, handWritten...) {
-		checkFastMessageAppended(t, data)
+		checkStrictMessageAppended(t, data)
 		want, wantErr := slowMessageAppended(data)
 		got, gotErr := Decode(TypeMessageAppended, data)
 		if (gotErr != nil) != (wantErr != nil) {
@@ -108,35 +132,35 @@ func TestFastMessageAppendedEqualsEncodingJSON(t *testing.T) {
 	}
 }
 
-// checkFastMessageAppended fails if the fast decoder takes data and
+// checkStrictMessageAppended fails if JSON v2 takes data and
 // decodes it otherwise than encoding/json (or where it fails).
-func checkFastMessageAppended(t *testing.T, data []byte) {
+func checkStrictMessageAppended(t *testing.T, data []byte) {
 	t.Helper()
-	got, ok := fastMessageAppended(data)
+	got, ok := strictMessageAppended(data)
 	if !ok {
 		return
 	}
 	want, err := slowMessageAppended(data)
 	if err != nil {
-		t.Errorf("fastMessageAppended(%q) took what encoding/json refuses (%v)", data, err)
+		t.Errorf("strictMessageAppended(%q) took what encoding/json refuses (%v)", data, err)
 		return
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("fastMessageAppended(%q) = %#v, encoding/json %#v", data, got, want)
+		t.Errorf("strictMessageAppended(%q) = %#v, encoding/json %#v", data, got, want)
 	}
 }
 
-func FuzzFastMessageAppended(f *testing.F) {
+func FuzzStrictMessageAppended(f *testing.F) {
 	encoded, handWritten := messageAppendedInputs(f)
 	for _, data := range append(encoded, handWritten...) {
 		f.Add(data)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) { checkFastMessageAppended(t, data) })
+	f.Fuzz(func(t *testing.T, data []byte) { checkStrictMessageAppended(t, data) })
 }
 
 // TestDecodeMetadataEqualsEncodingJSON: DecodeMetadata gives what
 // encoding/json gives, taking the metadata Encode's callers write on the
-// fast path.
+// JSON v2 path.
 func TestDecodeMetadataEqualsEncodingJSON(t *testing.T) {
 	full, err := json.Marshal(Metadata{SchemaVersion: 1, Command: "resolve", CommandID: "c-1", CorrelationID: "r\"1", Node: "n1", Redacted: "e1"})
 	if err != nil {
@@ -144,8 +168,8 @@ func TestDecodeMetadataEqualsEncodingJSON(t *testing.T) {
 	}
 	fast := [][]byte{full, []byte(`{"schema_version":1}`), []byte(`{"schema_version":0,"command":"append"}`)}
 	for _, data := range fast {
-		if _, ok := fastMetadata(data); !ok {
-			t.Errorf("fastMetadata(%s) not taken, want the fast path", data)
+		if _, ok := strictMetadata(data); !ok {
+			t.Errorf("strictMetadata(%s) not taken, want JSON v2 to take it", data)
 		}
 	}
 	for _, data := range append(fast,
@@ -161,17 +185,83 @@ func TestDecodeMetadataEqualsEncodingJSON(t *testing.T) {
 	}
 }
 
-func FuzzFastMetadata(f *testing.F) {
+func FuzzStrictMetadata(f *testing.F) {
 	f.Add([]byte(`{"schema_version":1,"command":"resolve","command_id":"c","correlation_id":"r","node":"n","redacted":"e"}`))
 	f.Add([]byte(`{"schema_version":1,"Command":"x"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, ok := fastMetadata(data)
+		got, ok := strictMetadata(data)
 		if !ok {
 			return
 		}
 		var want Metadata
 		if err := json.Unmarshal(data, &want); err != nil || got != want {
-			t.Errorf("fastMetadata(%q) = %+v; encoding/json %+v, %v", data, got, want, err)
+			t.Errorf("strictMetadata(%q) = %+v; encoding/json %+v, %v", data, got, want, err)
+		}
+	})
+}
+
+// BenchmarkDecodeMessageAppended is the decoding of every stored message of
+// a catch-up or a rebuild: Decode (JSON v2 first) against encoding/json
+// alone, for a typical message (~200 characters of text) and for one with
+// every field.
+func BenchmarkDecodeMessageAppended(b *testing.B) {
+	at := time.Date(2026, 5, 14, 9, 30, 15, 123456789, time.UTC)
+	inputs := []struct {
+		name string
+		m    Message
+	}{
+		{"typical", Message{Role: "user", Content: json.RawMessage(`"` + strings.Repeat("hello world ", 17) + `"`)}},
+		{"every field", Message{Role: "assistant", Content: json.RawMessage(`[{"type":"text","text":"Deploying now."}]`),
+			ToolCallID: "call_1", ToolCalls: json.RawMessage(`[{"id":"call_1","function":{"name":"terminal","arguments":"{}"}}]`),
+			ToolName: "terminal", TokenCount: ptrTo[int64](150), FinishReason: "tool_calls", Reasoning: ptrTo("Let me think."),
+			ReasoningContent: ptrTo("thinking…"), ReasoningDetails: json.RawMessage(`[{"type":"summary"}]`),
+			CodexReasoningItems: json.RawMessage(`[{"id":"rs_1"}]`), CodexMessageItems: json.RawMessage(`[{"id":"msg_1","phase":"final"}]`)}},
+	}
+	for _, in := range inputs {
+		data, err := Encode(MessageAppended{SessionID: "20260514_093015_a1b2c3d4", Message: in.m, At: at})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(in.name+"/Decode", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Decode(TypeMessageAppended, data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(in.name+"/encoding-json", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := slowMessageAppended(data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkDecodeMetadata is the decoding of every event's metadata.
+func BenchmarkDecodeMetadata(b *testing.B) {
+	data, err := json.Marshal(Metadata{SchemaVersion: 1, Command: "append_message", CommandID: "c-1234567890", CorrelationID: "r-1", Node: "n1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("DecodeMetadata", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := DecodeMetadata(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var md Metadata
+			if err := json.Unmarshal(data, &md); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }

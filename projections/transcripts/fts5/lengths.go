@@ -1,4 +1,4 @@
-package transcripts
+package fts5
 
 import (
 	"context"
@@ -10,10 +10,11 @@ import (
 
 // docLengths keeps, per FTS table, the token count of every row (what
 // bm25() reads from %_docsize through xColumnSize, one b-tree lookup per
-// match) in memory: 4 bytes a message. It is brought up to date at each
-// search from the rows appended since (messages only ever get new ids;
-// their content never changes in place: a rewind updates only `active`,
-// and FTS5 re-indexes the same text). Reading every row (the first search
+// match) in memory: 4 bytes a row. It is brought up to date at each
+// search from the rows appended since (the transcripts projection's
+// messages only ever get new ids, and their content never changes in
+// place: a rewind updates only `active`, and FTS5 re-indexes the same
+// text; see the package doc). Reading every row (the first search
 // of a table, or after rows went away, as the row count and the token
 // total say) is done in the background: until it is done, searches take
 // SQLite's path, so a one-shot search (the CLI) never pays for it.
@@ -40,10 +41,6 @@ func (l *docLengths) close() {
 	l.mu.Unlock()
 	l.loads.Wait()
 }
-
-// loadLengthsInline makes the full reads happen in the search that needs
-// them (tests, to take the fast path deterministically).
-var loadLengthsInline = false
 
 // errLengthsNotLoaded says the table's lengths are being read.
 var errLengthsNotLoaded = fmt.Errorf("%w: document lengths not in memory yet", errUnsupportedIndex)

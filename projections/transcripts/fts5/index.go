@@ -1,4 +1,4 @@
-package transcripts
+package fts5
 
 import (
 	"bytes"
@@ -67,6 +67,8 @@ type ftsIndex struct {
 	ctx   context.Context
 	tx    *sql.Tx
 	table string // a fixed name, never user input
+	// r is the Ranker reading: its options and counters.
+	r *Ranker
 	// used holds the doclists handed out, returned to doclistPool by
 	// release.
 	used []*ftsDoclist
@@ -453,8 +455,10 @@ func (r *segmentReader) page() (bool, error) {
 				return true, nil
 			}
 		}
-		if len(termOffsets) == 0 && firstRowid != 0 {
-			return true, nil // the doclist may go on
+		if len(termOffsets) == 0 {
+			// The doclist may go on: it ends at a term or at the end of
+			// the segment, not where a position list ends with the page.
+			return true, nil
 		}
 		r.inDoclist = false
 		if r.finishTerm(); r.done {
@@ -688,3 +692,28 @@ func (x *ftsIndex) termPages(s ftsStructure, term string) (int64, error) {
 // order: a newer segment holds rows of an older one (a row deleted or
 // indexed again). The caller reads the doclists merged instead.
 var errUnordered = errors.New("fts5 doclist: a newer segment holds rows of an older one")
+
+// Segment is one segment of an FTS5 index, as its structure record lists
+// it: its id and the range of its leaf pages.
+type Segment struct {
+	ID, FirstPage, LastPage int64
+}
+
+// Segments returns the segments of table's index in tx, newest first (level
+// 0 before level 1; within a level the last listed first). An index this
+// package does not read (a contentless-delete structure record) is an
+// error wrapping ErrDeclined.
+func Segments(ctx context.Context, tx *sql.Tx, table string) ([]Segment, error) {
+	s, err := (&ftsIndex{ctx: ctx, tx: tx, table: table}).structure()
+	if errors.Is(err, errUnsupportedIndex) {
+		return nil, fmt.Errorf("%w: %w", ErrDeclined, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Segment, len(s.segments))
+	for i, seg := range s.segments {
+		out[i] = Segment{ID: seg.id, FirstPage: seg.first, LastPage: seg.last}
+	}
+	return out, nil
+}

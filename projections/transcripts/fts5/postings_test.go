@@ -1,41 +1,37 @@
-package transcripts
+package fts5
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	gocmp "github.com/google/go-cmp/cmp"
-
-	"hermes/events"
 )
 
 // TestPostingsReadEveryEntry: given an index of several segments whose
-// doclists run over many pages, with position lists that run over a page
-// end, lists longer than a page (a row holding the same words thousands of
-// times) and offsets past one byte, when a cursor walks a term entry by
-// entry and when it skips to rowids, then it gives exactly the entries
-// (rowid and position list) the page-by-page reader gives (termDoclists);
-// and the phrases of those terms score as SQLite's bm25() does, read
-// streamed and by segments.
+// doclists run over many pages (of 512 bytes), with position lists that
+// run over a page end, lists longer than a page (a row holding the same
+// words hundreds of times) and offsets past one byte, when a cursor walks
+// a term entry by entry and when it skips to rowids, then it gives exactly
+// the entries (rowid and position list) the page-by-page reader gives
+// (termDoclists); and the phrases of those terms score as SQLite's bm25()
+// does, read streamed and by segments.
 func TestPostingsReadEveryEntry(t *testing.T) {
-	defer func(old bool) { loadLengthsInline = old }(loadLengthsInline)
-	loadLengthsInline = true
-	p := openTemp(t)
-	h := newHistory()
-	key, sid := "agent:main:telegram:dm:1", "20260301_000000_00000001"
-	mustApply(t, p, h.lane(key, created(key, sid, at(0))))
+	const pgsz = 512
+	d := openDB(t, filepath.Join(t.TempDir(), "postings.db"))
+	d.exec(t, `CREATE VIRTUAL TABLE t USING fts5(content)`,
+		fmt.Sprintf(`INSERT INTO t(t, rank) VALUES ('pgsz', %d)`, pgsz), `INSERT INTO t(t, rank) VALUES ('automerge', 0)`)
 	rng := rand.New(rand.NewPCG(9, 9))
 	words := []string{"alpha", "beta", "gamma", "delta"}
 	message := func(i int) string {
 		switch {
-		case i%350 == 7:
-			return strings.Repeat("alpha beta gamma ", 9000)
+		case i%150 == 7:
+			return strings.Repeat("alpha beta gamma ", 1500)
 		case i%50 == 23:
 			return "alpha " + strings.Repeat("filler ", 300) + "beta alpha beta"
 		}
@@ -45,19 +41,21 @@ func TestPostingsReadEveryEntry(t *testing.T) {
 		}
 		return b.String()
 	}
-	n := 0
+	n := int64(1)
 	for range 3 {
-		var batch []events.Envelope
-		for range sized(250, 700) {
-			batch = append(batch, h.tr(sid, appended(sid, text("user", message(n)), at(n+1)))...)
+		batch := map[int64]string{}
+		var order []int64
+		for range 300 {
+			batch[n], order = message(int(n)), append(order, n)
 			n++
 		}
-		mustApply(t, p, batch)
+		d.insert(t, "t", batch, order)
 	}
+	p := d.r
 
 	ctx := context.Background()
-	err := p.readTx(ctx, func(tx *sql.Tx) error {
-		x := &ftsIndex{ctx: ctx, tx: tx, table: "messages_fts"}
+	err := d.readTx(ctx, func(tx *sql.Tx) error {
+		x := &ftsIndex{ctx: ctx, tx: tx, table: "t", r: p}
 		defer x.release()
 		s, err := x.structure()
 		if err != nil {
@@ -115,7 +113,7 @@ func TestPostingsReadEveryEntry(t *testing.T) {
 				return fmt.Errorf("%s: %w", term, c.err)
 			}
 		}
-		if longest <= 2*4096 {
+		if longest <= 2*pgsz {
 			t.Errorf("longest position list %d bytes, want one over several pages", longest)
 		}
 		return nil
@@ -124,41 +122,12 @@ func TestPostingsReadEveryEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	defer func(old int64) { parallelPages = old }(parallelPages)
-	for _, parallelPages = range []int64{math.MaxInt64, 0} {
+	for _, parallelPages := range []int64{-1, 1} {
+		d.r = New(d.readTx, Options{LoadLengthsInline: true, ParallelPages: parallelPages})
 		for _, query := range []string{`"alpha beta"`, `"beta alpha"`, `"alpha beta gamma"`, `"beta alpha beta"`,
 			`"alpha alpha"`, `"gamma delta"`, `"filler beta"`, `"delta filler"`} {
-			want, got := map[int64]uint64{}, map[int64]uint64{}
-			err := p.readTx(ctx, func(tx *sql.Tx) error {
-				rows, err := tx.QueryContext(ctx, `SELECT rowid, bm25(messages_fts) FROM messages_fts WHERE messages_fts MATCH ?`, query)
-				if err != nil {
-					return err
-				}
-				defer rows.Close()
-				for rows.Next() {
-					var id int64
-					var score float64
-					if err := rows.Scan(&id, &score); err != nil {
-						return err
-					}
-					want[id] = math.Float64bits(score)
-				}
-				if err := rows.Err(); err != nil {
-					return err
-				}
-				fq, ok := parseFastQuery("messages_fts", query)
-				if !ok {
-					return fmt.Errorf("parseFastQuery(%q) refused", query)
-				}
-				rk, err := p.fastScores(ctx, tx, "messages_fts", fq)
-				if err != nil {
-					return err
-				}
-				for _, s := range rk.all {
-					got[s.id] = math.Float64bits(s.score)
-				}
-				return nil
-			})
+			want := d.sqliteScores(t, "t", query)
+			got, err := d.goScores(t, Table{Name: "t"}, query)
 			if err != nil {
 				t.Fatalf("MATCH %q: %v", query, err)
 			}
@@ -169,5 +138,9 @@ func TestPostingsReadEveryEntry(t *testing.T) {
 				t.Errorf("MATCH %q, phrases of %d+ pages by segments: rowid → bm25 bits (-SQLite +fast):\n%s", query, parallelPages, diff)
 			}
 		}
+		if parallelPages > 0 && d.r.Stats().BySegments == 0 {
+			t.Errorf("no phrase was read by segments")
+		}
+		d.r.Close()
 	}
 }

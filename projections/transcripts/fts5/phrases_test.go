@@ -1,4 +1,4 @@
-package transcripts
+package fts5
 
 import (
 	"math/rand/v2"

@@ -1,4 +1,4 @@
-package transcripts
+package fts5
 
 import (
 	"bytes"
@@ -282,8 +282,10 @@ func (c *postings) nextPage(collect bool) bool {
 		}
 		c.page = page
 		if firstRowid == 0 {
-			// No entry starts on this page: the term's entries end.
-			c.i, c.end, c.more = i, i, false
+			// No entry starts on this page: the term's entries end at a
+			// term, else they may go on on the next page (this one held
+			// only the end of a position list).
+			c.i, c.end, c.more = i, i, !hasTerm
 			return true
 		}
 		if firstRowid != i {
