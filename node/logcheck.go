@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"hermes/adapters/eventstore/sqlite"
@@ -34,12 +35,21 @@ func (rt *runtime) verifyLogAtStart(ctx context.Context) (later bool, err error)
 		return true, nil
 	}
 	start := time.Now()
-	if _, err := s.Verify(ctx); err != nil {
+	_, err = s.Verify(ctx)
+	returnCheckMemory()
+	if err != nil {
 		return false, err
 	}
 	rt.log.Info("event log passed its check", "took", time.Since(start).Round(time.Millisecond))
 	return false, nil
 }
+
+// returnCheckMemory gives the OS back what the whole check of the log
+// used: it decodes every event once, and that garbage would otherwise stay
+// in the process's resident memory until the runtime's scavenger returns
+// it, minutes later (the side-by-side harness saw 8 MiB more at a 10k-lane
+// start).
+func returnCheckMemory() { debug.FreeOSMemory() }
 
 // verifyLogLater is the background check of a log too big to check before
 // serving.
@@ -50,6 +60,7 @@ func (rt *runtime) verifyLogLater(ctx context.Context, log *slog.Logger) {
 	}
 	start := time.Now()
 	_, err := s.Verify(ctx)
+	returnCheckMemory()
 	switch {
 	case ctx.Err() != nil:
 	case s.Damaged() != nil:
