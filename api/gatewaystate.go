@@ -506,12 +506,27 @@ func (q bindTopicRequest) validate() error {
 	return domain.ValidateSessionID(q.SessionID)
 }
 
-func (s *Server) bindTopic(w http.ResponseWriter, r *http.Request) error {
-	chat, err := chatParam(r)
+// topicParams are the chat and thread of a topic route.
+func topicParams(r *http.Request) (chat, thread string, err error) {
+	if chat, err = chatParam(r); err != nil {
+		return "", "", err
+	}
+	thread, err = pathParam(r, "thread_id")
+	return chat, thread, err
+}
+
+// respondTopicBinding answers the binding of a chat's thread (null when
+// none).
+func (s *Server) respondTopicBinding(w http.ResponseWriter, r *http.Request, chat, thread string) error {
+	b, err := s.transcripts(r.Context()).TopicBinding(r.Context(), chat, thread)
 	if err != nil {
 		return err
 	}
-	thread, err := pathParam(r, "thread_id")
+	return respond(w, map[string]any{"binding": b})
+}
+
+func (s *Server) bindTopic(w http.ResponseWriter, r *http.Request) error {
+	chat, thread, err := topicParams(r)
 	if err != nil {
 		return err
 	}
@@ -534,27 +549,15 @@ func (s *Server) bindTopic(w http.ResponseWriter, r *http.Request) error {
 	if err := s.readAfter(r.Context(), pos); err != nil {
 		return err
 	}
-	b, err := s.transcripts(r.Context()).TopicBinding(r.Context(), chat, thread)
-	if err != nil {
-		return err
-	}
-	return respond(w, map[string]any{"binding": b})
+	return s.respondTopicBinding(w, r, chat, thread)
 }
 
 func (s *Server) getTopicBinding(w http.ResponseWriter, r *http.Request) error {
-	chat, err := chatParam(r)
+	chat, thread, err := topicParams(r)
 	if err != nil {
 		return err
 	}
-	thread, err := pathParam(r, "thread_id")
-	if err != nil {
-		return err
-	}
-	b, err := s.transcripts(r.Context()).TopicBinding(r.Context(), chat, thread)
-	if err != nil {
-		return err
-	}
-	return respond(w, map[string]any{"binding": b})
+	return s.respondTopicBinding(w, r, chat, thread)
 }
 
 func (s *Server) listTopicBindings(w http.ResponseWriter, r *http.Request) error {
