@@ -77,7 +77,7 @@ func TestSchemaV11(t *testing.T) {
 		"billing_mode", "estimated_cost_usd", "actual_cost_usd", "cost_status", "cost_source", "pricing_version",
 		"title", "api_call_count", "handoff_state", "handoff_platform", "handoff_error", "rewind_count",
 		"archived", // archived: migration step 2, from later Hermes schemas
-		"extra"} // extra: step 4, an imported row's columns of later Hermes schemas
+		"extra"}    // extra: step 4, an imported row's columns of later Hermes schemas
 	if diff := cmp.Diff(wantSessions, columns("sessions")); diff != "" {
 		t.Errorf("sessions columns (-want +got):\n%s", diff)
 	}
