@@ -25,13 +25,14 @@ import (
 type importOptions struct {
 	dryRun    bool
 	showNotes int
+	jsonl     string
 }
 
 func newImportCommand(g *globalFlags) *cobra.Command {
 	var o importOptions
 	cmd := &cobra.Command{
-		Use:   "import <hermes-home>",
-		Short: "Move a Python Hermes home (sessions.json, state.db) into the event log",
+		Use:   "import <hermes-home> | --jsonl FILE",
+		Short: "Move a Python Hermes home (sessions.json, state.db) or a JSONL session export into the event log",
 		Long: `Reads a Python Hermes home — sessions/sessions.json, state.db (schema v11 or
 later), .restart_failure_counts and .clean_shutdown — and appends one lane
 history per routing entry and one transcript history per state.db session,
@@ -43,14 +44,28 @@ and a run killed half way is completed by the next one. When the source is
 the hermes home itself, the Python state.db, sessions.json and
 .restart_failure_counts are moved aside (renamed *.hermes-python-<time>)
 once everything is in the log; 'hermes serve' then builds its own in their
-place.`,
-		Args: cobra.ExactArgs(1),
+place.
+
+With --jsonl FILE it reads a JSONL session export instead (Hermes' 'hermes
+sessions export FILE', or 'hermes export --jsonl'): one session with its
+messages per line, imported as transcripts with their ids and times; a
+JSONL file has no routing, so no lanes. The same promises hold: the file is
+only read, a second run appends nothing, a killed run is completed.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runImport(orBackground(cmd.Context()), g, args[0], o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			ctx := orBackground(cmd.Context())
+			switch {
+			case o.jsonl != "" && len(args) == 0:
+				return runImportJSONL(ctx, g, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			case o.jsonl == "" && len(args) == 1:
+				return runImport(ctx, g, args[0], o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
+			return usageError(fmt.Errorf("give a Hermes home or --jsonl FILE (one of them)"))
 		},
 	}
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "read and report, append nothing")
 	cmd.Flags().IntVar(&o.showNotes, "notes", 50, "how many notes (clamped, skipped, kept values) to list; -1 for all")
+	cmd.Flags().StringVar(&o.jsonl, "jsonl", "", "import a JSONL session export (one session with its messages per line) instead of a home")
 	return cmd
 }
 
@@ -410,6 +425,11 @@ func printImportSummary(w io.Writer, s importSummary, rep *hermeshome.Report, o 
 	if !dry && s.lanes[commands.Imported] == 0 && s.sessions[commands.Imported] == 0 {
 		fmt.Fprintln(w, "nothing new to import: the log already holds everything this source has")
 	}
+	printNotes(w, rep, o)
+}
+
+// printNotes lists the report's notes, by kind first.
+func printNotes(w io.Writer, rep *hermeshome.Report, o importOptions) {
 	notes := rep.Notes()
 	kinds := map[string]int{}
 	for _, n := range notes {

@@ -349,6 +349,10 @@ func (r *Reader) TokenStats(ctx context.Context) ([]ModelUsage, error) {
 type SessionExport struct {
 	Session
 	Messages []Message `json:"messages"`
+	// LastActive is the session's last activity (its latest message, or
+	// its start) as ExportAll orders by, for the JSONL export, which
+	// carries it as Hermes' export_all does; not part of the API's export.
+	LastActive *float64 `json:"-"`
 }
 
 // ExportSession returns a session with its messages, or [ErrNotFound].
@@ -399,7 +403,8 @@ func (r *Reader) ExportAll(ctx context.Context, source string) ([]SessionExport,
 			if err != nil {
 				return err
 			}
-			out = append(out, SessionExport{Session: s.Session, Messages: msgs})
+			last := s.LastActive
+			out = append(out, SessionExport{Session: s.Session, Messages: msgs, LastActive: &last})
 		}
 		return nil
 	})
