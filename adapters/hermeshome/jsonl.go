@@ -79,7 +79,7 @@ func ReadJSONL(f io.ReaderAt, size int64, rep *Report, fn func(JSONLSession) err
 				ID     any `json:"id"`
 				Parent any `json:"parent_session_id"`
 			}
-			_ = json.Unmarshal(data, &head)
+			_ = json.Unmarshal(markNonFinite(data), &head)
 			id, _ := head.ID.(string)
 			parent, _ := head.Parent.(string)
 			places = append(places, place{line: line, off: off, n: int64(len(data)), id: id, parent: parent})
