@@ -300,6 +300,16 @@ func checkV2xTranscripts(t *testing.T, s *server, srcDB, version string) {
 	if prompts != 2 {
 		t.Errorf("%d sessions have a system prompt, want 2 (one system_prompts row for both)", prompts)
 	}
+	// archived is hermes' concept too: the archived listing has exactly
+	// the session Hermes archived.
+	var archived struct {
+		Sessions []map[string]any `json:"sessions"`
+	}
+	s.must("GET", "/v1/transcripts?archived_only=true", nil, &archived)
+	wantArchived := sourceRows(t, srcDB, "SELECT id FROM sessions WHERE archived = 1")
+	if len(archived.Sessions) != 1 || len(wantArchived) != 1 || archived.Sessions[0]["id"] != wantArchived[0]["id"] {
+		t.Errorf("archived sessions = %v, want %v", archived.Sessions, wantArchived)
+	}
 }
 
 func str(v any) string {
