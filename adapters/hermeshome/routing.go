@@ -282,6 +282,9 @@ func readEntryFields(prefix, key string, raw json.RawMessage, loc *time.Location
 			l.Extra = map[string]json.RawMessage{}
 		}
 		l.Extra[cleanString(name)] = cleanJSON(raw)
+		if t := bytes.TrimSpace(raw); isJSONNull(raw) || string(t) == "{}" || string(t) == "[]" {
+			continue // kept, but nothing to say about an empty value (every v26 entry has metadata {})
+		}
 		rep.Add(Kept, where, "field %q is kept in the log but has no place in the lane read model", printable(name))
 	}
 	if originExtra != nil {
