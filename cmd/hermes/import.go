@@ -295,6 +295,9 @@ func printResetPolicies(w io.Writer, s importSummary) {
 	if len(h.Overrides) > 0 {
 		fmt.Fprintf(w, "  Hermes' config.yaml also sets %s: compare them with hermes' own (hermes config keys)\n", strings.Join(h.Overrides, ", "))
 	}
+	if s.ourOverrides > 0 {
+		fmt.Fprintf(w, "  hermes' configuration also has %d per-platform or per-chat-type policies\n", s.ourOverrides)
+	}
 	if !samePolicy(h, ours) {
 		fmt.Fprintf(w, "warning: the reset policies differ: set session_reset in hermes' config.yaml to keep Hermes' behaviour (session_reset.mode: %s)\n", h.Mode)
 	}
