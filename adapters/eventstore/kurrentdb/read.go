@@ -12,15 +12,26 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 )
 
-// envelope decodes a recorded event of stream (its hermes name).
-func envelope(stream string, r *esdb.RecordedEvent) (events.Envelope, error) {
-	var md events.Metadata
+// envelope decodes a recorded event of stream (its hermes name), opening
+// it with kr when it is sealed (seal.go).
+func (kr *keyring) envelope(stream string, r *esdb.RecordedEvent) (events.Envelope, error) {
+	var md storedMetadata
 	if len(r.UserMetadata) > 0 {
 		if err := json.Unmarshal(r.UserMetadata, &md); err != nil {
 			return events.Envelope{}, fmt.Errorf("event %s@%d metadata: %w", r.StreamID, r.EventNumber, err)
 		}
 	}
-	e, err := events.Decode(r.EventType, r.Data)
+	var e events.Event
+	var err error
+	if md.Sealed != nil {
+		var erasedBy string
+		e, erasedBy, err = kr.open(r.StreamID, r, md.Sealed, stream)
+		if erasedBy != "" {
+			md.Redacted = erasedBy
+		}
+	} else {
+		e, err = events.Decode(r.EventType, r.Data)
+	}
 	if err != nil {
 		return events.Envelope{}, fmt.Errorf("event %s@%d: %w", r.StreamID, r.EventNumber, err)
 	}
@@ -31,7 +42,7 @@ func envelope(stream string, r *esdb.RecordedEvent) (events.Envelope, error) {
 		ID:         r.EventID.String(),
 		Type:       r.EventType,
 		RecordedAt: r.CreatedDate,
-		Metadata:   md,
+		Metadata:   md.Metadata,
 		Event:      e,
 	}, nil
 }
@@ -45,7 +56,7 @@ func notFound(err error) bool {
 // drain reads rs to its end, keeping what keep accepts (nil keeps all),
 // and stops after limit kept events (0: no limit). It returns how many
 // events the server sent.
-func (s *Store) drain(rs *esdb.ReadStream, limit int, keep func(*esdb.RecordedEvent) bool, out *[]events.Envelope) (int, error) {
+func (s *Store) drain(kr *keyring, rs *esdb.ReadStream, limit int, keep func(*esdb.RecordedEvent) bool, out *[]events.Envelope) (int, error) {
 	defer rs.Close()
 	sent := 0
 	for {
@@ -65,7 +76,7 @@ func (s *Store) drain(rs *esdb.ReadStream, limit int, keep func(*esdb.RecordedEv
 		if !ok {
 			continue
 		}
-		env, err := envelope(name, r)
+		env, err := kr.envelope(name, r)
 		if err != nil {
 			return sent, err
 		}
@@ -100,7 +111,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, coun
 		if err != nil {
 			return err
 		}
-		_, err = s.drain(rs, 0, nil, &out)
+		_, err = s.drain(s.newKeyring(ctx), rs, 0, nil, &out)
 		return err
 	})
 	switch {
@@ -139,7 +150,7 @@ func (s *Store) ReadAll(ctx context.Context, after uint64, count int) ([]events.
 			if err != nil {
 				return err
 			}
-			sent, err = s.drain(rs, 0, func(r *esdb.RecordedEvent) bool {
+			sent, err = s.drain(s.newKeyring(ctx), rs, 0, func(r *esdb.RecordedEvent) bool {
 				lastSeen = max(lastSeen, r.Position.Commit)
 				return r.Position.Commit > from
 			}, &page)
@@ -176,7 +187,7 @@ func (s *Store) Head(ctx context.Context) (uint64, error) {
 			if err != nil {
 				return err
 			}
-			sent, err = s.drain(rs, 1, func(r *esdb.RecordedEvent) bool {
+			sent, err = s.drain(s.newKeyring(ctx), rs, 1, func(r *esdb.RecordedEvent) bool {
 				oldest = r.Position.Commit
 				return true
 			}, &page)

@@ -24,10 +24,11 @@ var ErrClosed = errors.New("event store closed")
 // StreamPrefixes name hermes' streams: lanes, transcripts, the gateway
 // streams (gateway, gateway-<node>, and the gateways' run streams
 // gatewayrun-<gateway>), the lease streams (lease-<name>), state_meta
-// (meta) and Telegram's topic streams (telegram-<chat>). Reads of $all and
+// (meta), Telegram's topic streams (telegram-<chat>) and the person
+// erasures (erasures). Reads of $all and
 // subscriptions keep only these.
 var StreamPrefixes = []string{events.LanePrefix, events.TranscriptPrefix, events.GatewayStream, events.LeasePrefix,
-	events.MetaStream, events.TelegramPrefix}
+	events.MetaStream, events.TelegramPrefix, events.ErasureStream}
 
 // IsHermesStream reports whether stream is one of hermes' streams.
 func IsHermesStream(stream string) bool {
@@ -71,7 +72,10 @@ type Store struct {
 	// (v4.2.0 panics on an error that arrives after Close).
 	ops sync.WaitGroup
 	// stop ends subscriptions when the store closes.
-	stop     chan struct{}
+	stop chan struct{}
+	// keys remembers the current key of the (stream, class) pairs this
+	// store appended to (seal.go); never logged.
+	keys     keyCache
 	stopOnce sync.Once
 }
 
