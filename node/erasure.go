@@ -67,9 +67,9 @@ func (rt *runtime) purgeLive(ctx context.Context) error {
 
 // purgeFiles is purge once the read models have applied the erasures.
 func (rt *runtime) purgeFiles(ctx context.Context) error {
-	// The embedded store rewrites erased events in place and purges its
-	// files; a store without that capability (KurrentDB) is documented in
-	// docs/ERASURE.md: its transcript streams are deleted and scavenged.
+	// The embedded and PostgreSQL stores rewrite erased events in place
+	// and purge their files; KurrentDB destroyed the erased content's keys
+	// in the erasure's append and scavenges its nodes (docs/ERASURE.md).
 	if rt.eraser != nil {
 		if err := rt.eraser.Purge(ctx); err != nil {
 			return fmt.Errorf("purge: %w", err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -225,3 +226,46 @@ func TestPurgeWaitsForTheScavenge(t *testing.T) {
 	}
 }
 
+// TestPlaintextFromBeforeSealingIsReported: an event with personal content
+// written without a seal (as the store wrote before crypto-shredding)
+// still reads, and is counted and logged once; sealed events are not.
+func TestPlaintextFromBeforeSealingIsReported(t *testing.T) {
+	srv := startEmulator(t)
+	var logs strings.Builder
+	s := open(t, srv.URL(), kurrentdb.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	st := events.TranscriptStream("old")
+	if _, err := s.Append(t.Context(), st, events.NoStream(), []events.Proposed{proposal(said("old", "sealed"))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReadStream(t.Context(), st, 1, 10, events.Forwards); err != nil || s.PlaintextEvents() != 0 {
+		t.Fatalf("after a sealed read, PlaintextEvents() = %d (%v), want 0", s.PlaintextEvents(), err)
+	}
+	cfg, err := kurrentdb.ParseURL(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Logger = func(esdb.LogLevel, string, ...any) {}
+	c, err := esdb.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	old := said("old", "written in plaintext")
+	data, _ := events.Encode(old)
+	for range 2 {
+		if _, err := c.AppendToStream(t.Context(), st, esdb.AppendToStreamOptions{}, esdb.EventData{
+			EventID: uuid.New(), EventType: old.EventType(), ContentType: esdb.ContentTypeJson, Data: data, Metadata: []byte(`{"schema_version":1}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	envs, err := s.ReadStream(t.Context(), st, 1, 10, events.Forwards)
+	if err != nil || len(envs) != 3 {
+		t.Fatalf("ReadStream = %d events, %v; want 3", len(envs), err)
+	}
+	if n := s.PlaintextEvents(); n != 2 {
+		t.Errorf("PlaintextEvents() = %d, want 2", n)
+	}
+	if n := strings.Count(logs.String(), "written before crypto-shredding"); n != 1 {
+		t.Errorf("the warning was logged %d times, want once:\n%s", n, logs.String())
+	}
+}

@@ -31,6 +31,9 @@ func (kr *keyring) envelope(stream string, r *esdb.RecordedEvent) (events.Envelo
 		}
 	} else {
 		e, err = events.Decode(r.EventType, r.Data)
+		if err == nil {
+			kr.s.notePlaintext(r, e)
+		}
 	}
 	if err != nil {
 		return events.Envelope{}, fmt.Errorf("event %s@%d: %w", r.StreamID, r.EventNumber, err)
@@ -206,3 +209,23 @@ func (s *Store) Head(ctx context.Context) (uint64, error) {
 		before = esdb.Position{Commit: oldest, Prepare: oldest}
 	}
 }
+
+// notePlaintext counts an event read with personal content outside a seal:
+// written before crypto-shredding (seal.go), so no erasure can remove it
+// from the server. The first one is logged, with what to do.
+func (s *Store) notePlaintext(r *esdb.RecordedEvent, e events.Event) {
+	if class, _ := events.PersonalClass(e); class == "" {
+		return
+	}
+	s.plaintext.Add(1)
+	s.plaintextOnce.Do(func() {
+		if s.logger != nil {
+			s.logger.Warn("the KurrentDB log holds personal content written before crypto-shredding: an erasure cannot remove it from the server (docs/ERASURE.md, KurrentDB)",
+				"first", fmt.Sprintf("%s@%d", r.StreamID, r.EventNumber))
+		}
+	})
+}
+
+// PlaintextEvents is how many events this store has read (since it opened)
+// with personal content in plaintext, written before crypto-shredding.
+func (s *Store) PlaintextEvents() int64 { return s.plaintext.Load() }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"hermes/events"
@@ -75,8 +76,12 @@ type Store struct {
 	stop chan struct{}
 	// keys remembers the current key of the (stream, class) pairs this
 	// store appended to (seal.go); never logged.
-	keys     keyCache
-	stopOnce sync.Once
+	keys keyCache
+	// plaintext counts the events read with personal content in
+	// plaintext (written before crypto-shredding); the first is logged.
+	plaintext     atomic.Int64
+	plaintextOnce sync.Once
+	stopOnce      sync.Once
 }
 
 // Option configures [Open].
