@@ -183,6 +183,17 @@ func TestErasureOnKurrentDBEmulator(t *testing.T) {
 			}
 		}
 	}
+	// Keys stay out of files and logs, destroyed or not.
+	for _, k := range append(controlKeys, destroyed["person"]...) {
+		for i, home := range homes {
+			if files := filesHolding(t, home, k); len(files) > 0 {
+				t.Errorf("a key is in node %d's files %v", i, files)
+			}
+			if strings.Contains(servers[i].stderr.String(), k) {
+				t.Errorf("a key is in node %d's log", i)
+			}
+		}
+	}
 	// The control: found by each search that can find anything.
 	if !strings.Contains(clientText, control.transcript) || !strings.Contains(clientText, control.lane) {
 		t.Error("control: its markers are not readable through the client (the search could not fail)")

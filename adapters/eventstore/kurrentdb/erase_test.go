@@ -269,3 +269,32 @@ func TestPlaintextFromBeforeSealingIsReported(t *testing.T) {
 		t.Errorf("the warning was logged %d times, want once:\n%s", n, logs.String())
 	}
 }
+
+// TestPurgeScavengesEveryNode: with gossip seeds, Purge starts a scavenge
+// on each node the connection string names, one after the other.
+func TestPurgeScavengesEveryNode(t *testing.T) {
+	srv := startEmulator(t, emulator.WithFollowers("127.0.0.1:0", "127.0.0.1:0"))
+	addrs := srv.Addrs()
+	s := open(t, "esdb://"+strings.Join(addrs, ",")+"?tls=false&maxDiscoverAttempts=3")
+	if err := s.Purge(t.Context()); err != nil {
+		t.Fatalf("Purge() error = %v", err)
+	}
+	if n := strings.Count(string(srv.Storage()), "$scavengeCompleted"); n != len(addrs) {
+		t.Errorf("after Purge on %d nodes the storage records %d completed scavenges, want %d", len(addrs), n, len(addrs))
+	}
+}
+
+// TestPurgeOverTLSWithCredentials: the scavenge call uses the connection
+// string's TLS settings (its CA file) and credentials, which the emulator
+// checks on every call.
+func TestPurgeOverTLSWithCredentials(t *testing.T) {
+	cert, caFile := selfSigned(t, t.TempDir())
+	srv := startEmulator(t, emulator.WithTLS(cert, "admin", "changeit"))
+	s := open(t, "esdb://admin:changeit@"+srv.Addr()+"?tlsCAFile="+caFile)
+	if err := s.Purge(t.Context()); err != nil {
+		t.Fatalf("Purge() over TLS error = %v", err)
+	}
+	if n := strings.Count(string(srv.Storage()), "$scavengeCompleted"); n != 1 {
+		t.Errorf("the storage records %d completed scavenges, want 1", n)
+	}
+}
