@@ -75,9 +75,10 @@ func (rt *runtime) purgeFiles(ctx context.Context) error {
 			return fmt.Errorf("purge: %w", err)
 		}
 	} else {
-		// Said at every purge (each erasure, each start): on this store an
-		// erasure is not complete, and the operator must know it.
-		rt.log.Warn("this event store cannot erase in place: what an erasure removed from the read models stays in the store's log (docs/ERASURE.md, KurrentDB)")
+		// Said at every purge (each erasure, each start): on a store that
+		// cannot erase, an erasure is not complete, and the operator must
+		// know it. Every store hermes ships erases.
+		rt.log.Warn("this event store cannot erase: what an erasure removed from the read models stays in the store's log (docs/ERASURE.md)")
 	}
 	if err := rt.models.state().Purge(ctx); err != nil {
 		return fmt.Errorf("purge: %w", err)

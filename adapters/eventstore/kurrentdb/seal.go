@@ -258,15 +258,21 @@ func (s *Store) currentKey(ctx context.Context, stream, class string, current ui
 		return k, nil
 	}
 	ks := s.keyStream(stream, class)
+	// A new stream has no key yet, most likely: make one first, and read
+	// only when another writer made it.
+	fresh := current == 0
 	for range 3 {
-		k, _, found, err := s.readKey(ctx, ks, esdb.ReadStreamOptions{Direction: esdb.Backwards, From: esdb.End{}})
-		if err != nil {
-			return streamKey{}, err
+		if !fresh {
+			k, _, found, err := s.readKey(ctx, ks, esdb.ReadStreamOptions{Direction: esdb.Backwards, From: esdb.End{}})
+			if err != nil {
+				return streamKey{}, err
+			}
+			if found {
+				s.remember(stream, class, k, current)
+				return k, nil
+			}
 		}
-		if found {
-			s.remember(stream, class, k, current)
-			return k, nil
-		}
+		fresh = false
 		key, err := newKey()
 		if err != nil {
 			return streamKey{}, err
@@ -284,7 +290,7 @@ func (s *Store) currentKey(ctx context.Context, stream, class string, current ui
 		if err != nil {
 			return streamKey{}, fmt.Errorf("make key: %w", err)
 		}
-		k = streamKey{rev: 0, key: key}
+		k := streamKey{rev: 0, key: key}
 		s.remember(stream, class, k, current)
 		return k, nil
 	}
