@@ -178,29 +178,31 @@ func (s *Store) ReadAll(ctx context.Context, after uint64, count int) ([]events.
 // Head returns the position of the last event of hermes' streams (0 when
 // there is none), reading $all backwards past system events.
 func (s *Store) Head(ctx context.Context) (uint64, error) {
-	var head uint64
 	var before esdb.AllPosition = esdb.End{}
 	for {
-		var page []events.Envelope
 		var sent int
-		var oldest uint64
+		var oldest, head uint64
+		var found bool
 		err := s.do(ctx, func(c *esdb.Client) error {
-			page, oldest = page[:0], 0
+			oldest, head, found = 0, 0, false
 			rs, err := c.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: before}, 64)
 			if err != nil {
 				return err
 			}
-			sent, err = s.drain(s.newKeyring(ctx), rs, 1, func(r *esdb.RecordedEvent) bool {
+			// Only positions are compared: nothing is decoded (or opened).
+			sent, err = s.drain(nil, rs, 0, func(r *esdb.RecordedEvent) bool {
 				oldest = r.Position.Commit
-				return true
-			}, &page)
+				if _, ok := s.hermesName(r.StreamID); ok && !found {
+					head, found = r.Position.Commit, true
+				}
+				return false
+			}, nil)
 			return err
 		})
 		if err != nil {
 			return 0, fmt.Errorf("head: %w", err)
 		}
-		if len(page) > 0 {
-			head = page[0].Position
+		if found {
 			return head, nil
 		}
 		if sent < 64 || oldest == 0 {
