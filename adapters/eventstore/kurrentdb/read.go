@@ -25,7 +25,7 @@ func (kr *keyring) envelope(stream string, r *esdb.RecordedEvent) (events.Envelo
 	var err error
 	if md.Sealed != nil {
 		var erasedBy string
-		e, erasedBy, err = kr.open(r.StreamID, r, md.Sealed, stream)
+		e, erasedBy, err = kr.open(r.StreamID, r, md.Sealed, md.Shadow, stream)
 		if erasedBy != "" {
 			md.Redacted = erasedBy
 		}

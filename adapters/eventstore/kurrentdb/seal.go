@@ -20,10 +20,11 @@ import (
 
 // Crypto-shredding (docs/ERASURE.md, KurrentDB). KurrentDB cannot rewrite
 // an event, so an event holding personal content (events.PersonalClass) is
-// written twice over in one record: its data is the event as the erasure
-// of its class would leave it (the "shadow", readable by anything), and its
-// metadata carries the whole event sealed with AES-256-GCM under the key of
-// its (stream, class). The keys of a (stream, class) are the events of its
+// written twice over in one record: its data is the whole event sealed with
+// AES-256-GCM under the key of its (stream, class) (nonce, then
+// ciphertext), and its metadata carries, next to the event's metadata, the
+// event as the erasure of its class would leave it (the "shadow", readable
+// by anything) as plain JSON. The keys of a (stream, class) are the events of its
 // key stream, newest last; an erasure appends a new key and truncates the
 // key stream before it ($tb), so every older key is unreadable through the
 // server's API at once, and gone from its storage after the next scavenge
@@ -45,20 +46,20 @@ type keyRecord struct {
 	ErasedBy string `json:"erased_by,omitempty"`
 }
 
-// sealedPart is the metadata field of a sealed record.
+// sealedPart is the metadata field of a sealed record: which key sealed
+// its data.
 type sealedPart struct {
 	Class string `json:"class"`
 	// Key is the revision of the key in its key stream.
-	Key   uint64 `json:"key"`
-	Nonce []byte `json:"nonce"`
-	Data  []byte `json:"data"`
+	Key uint64 `json:"key"`
 }
 
-// storedMetadata is a record's metadata: the event's, plus the sealed
-// event when it holds personal content.
+// storedMetadata is a record's metadata: the event's, plus, when its data
+// is sealed, the key and the shadow.
 type storedMetadata struct {
 	events.Metadata
-	Sealed *sealedPart `json:"hermes_sealed,omitempty"`
+	Sealed *sealedPart     `json:"hermes_sealed,omitempty"`
+	Shadow json.RawMessage `json:"hermes_shadow,omitempty"`
 }
 
 func (s *Store) keyStream(stream, class string) string {
@@ -146,6 +147,7 @@ func (s *Store) seal(ctx context.Context, stream string, proposed []events.Propo
 		if at, ok := p.erasedAt[class]; ok && at > i {
 			// Erased in its own append: written erased, sealed nowhere.
 			md.Redacted = proposed[at].ID
+			out[i].Data = shadow
 		} else {
 			k, ok := keys[class]
 			if !ok {
@@ -155,16 +157,18 @@ func (s *Store) seal(ctx context.Context, stream string, proposed []events.Propo
 				}
 				keys[class] = k
 			}
-			md.Sealed, err = sealEvent(k, class, s.serverName(stream), out[i], data[i].Data)
+			out[i].Data, err = sealEvent(k, s.serverName(stream), out[i], data[i].Data)
 			if err != nil {
 				return nil, err
 			}
+			out[i].ContentType = esdb.ContentTypeBinary
+			md.Sealed, md.Shadow = &sealedPart{Class: class, Key: k.rev}, shadow
 		}
 		b, err := json.Marshal(md)
 		if err != nil {
 			return nil, fmt.Errorf("%w: metadata: %v", events.ErrInvalidAppend, err)
 		}
-		out[i].Data, out[i].Metadata = shadow, b
+		out[i].Metadata = b
 	}
 	return out, nil
 }
@@ -180,17 +184,17 @@ func additional(serverStream string, id uuid.UUID, eventType string) []byte {
 	return append(b, eventType...)
 }
 
-func sealEvent(k streamKey, class, serverStream string, rec esdb.EventData, plain []byte) (*sealedPart, error) {
+// sealEvent returns nonce || AES-256-GCM(plain), bound to the record.
+func sealEvent(k streamKey, serverStream string, rec esdb.EventData, plain []byte) ([]byte, error) {
 	aead, err := newAEAD(k.key)
 	if err != nil {
 		return nil, err
 	}
-	nonce := make([]byte, aead.NonceSize())
-	if _, err := io.ReadFull(rand.Reader, nonce); err != nil {
+	out := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plain)+aead.Overhead())
+	if _, err := io.ReadFull(rand.Reader, out); err != nil {
 		return nil, fmt.Errorf("seal: nonce: %w", err)
 	}
-	return &sealedPart{Class: class, Key: k.rev, Nonce: nonce,
-		Data: aead.Seal(nil, nonce, plain, additional(serverStream, rec.EventID, rec.EventType))}, nil
+	return aead.Seal(out, out, plain, additional(serverStream, rec.EventID, rec.EventType)), nil
 }
 
 func newAEAD(key []byte) (cipher.AEAD, error) {
@@ -402,7 +406,7 @@ type keyring struct {
 }
 
 type keyState struct {
-	key      []byte // nil: shredded
+	aead     cipher.AEAD // nil: shredded
 	erasedBy string
 }
 
@@ -411,7 +415,7 @@ func (s *Store) newKeyring(ctx context.Context) *keyring {
 }
 
 // open decodes a sealed record's event, or its shadow when the key is gone.
-func (kr *keyring) open(serverStream string, r *esdb.RecordedEvent, sp *sealedPart, name string) (events.Event, string, error) {
+func (kr *keyring) open(serverStream string, r *esdb.RecordedEvent, sp *sealedPart, shadow []byte, name string) (events.Event, string, error) {
 	ks := kr.s.keyStream(name, sp.Class)
 	id := [2]string{ks, fmt.Sprint(sp.Key)}
 	st, ok := kr.keys[id]
@@ -425,7 +429,11 @@ func (kr *keyring) open(serverStream string, r *esdb.RecordedEvent, sp *sealedPa
 		}
 		switch {
 		case found && k.rev == sp.Key:
-			st = keyState{key: k.key}
+			aead, err := newAEAD(k.key)
+			if err != nil {
+				return nil, "", err
+			}
+			st = keyState{aead: aead}
 		case found:
 			// Truncated before a later key: that key's erasure (or a
 			// later one) destroyed this one.
@@ -435,15 +443,15 @@ func (kr *keyring) open(serverStream string, r *esdb.RecordedEvent, sp *sealedPa
 		}
 		kr.keys[id] = st
 	}
-	if st.key == nil {
-		e, err := events.Decode(r.EventType, r.Data)
+	if st.aead == nil {
+		e, err := events.Decode(r.EventType, shadow)
 		return e, st.erasedBy, err
 	}
-	aead, err := newAEAD(st.key)
-	if err != nil {
-		return nil, "", err
+	n := st.aead.NonceSize()
+	if len(r.Data) < n {
+		return nil, "", fmt.Errorf("event %s@%d: sealed content too short", r.StreamID, r.EventNumber)
 	}
-	plain, err := aead.Open(nil, sp.Nonce, sp.Data, additional(serverStream, r.EventID, r.EventType))
+	plain, err := st.aead.Open(nil, r.Data[:n], r.Data[n:], additional(serverStream, r.EventID, r.EventType))
 	if err != nil {
 		return nil, "", fmt.Errorf("event %s@%d: sealed content does not open", r.StreamID, r.EventNumber)
 	}
