@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 
-	"hermes/adapters/hooks"
 	"hermes/api"
 	"hermes/commands"
 )
@@ -80,16 +79,7 @@ func (rt *runtime) purgeFiles(ctx context.Context) error {
 		// know it. Every store hermes ships erases.
 		rt.log.Warn("this event store cannot erase: what an erasure removed from the read models stays in the store's log (docs/ERASURE.md)")
 	}
-	if err := rt.models.state().Purge(ctx); err != nil {
-		return fmt.Errorf("purge: %w", err)
-	}
-	if err := rt.models.lanes().Purge(ctx); err != nil {
-		return fmt.Errorf("purge: %w", err)
-	}
-	if _, err := hooks.ScrubPoisonLog(ctx, rt.home.HermesDir(), rt.raw); err != nil {
-		return fmt.Errorf("purge: %w", err)
-	}
-	return nil
+	return rt.purgeNodeFiles(ctx)
 }
 
 // recoverErasures finishes the person erasures a crash interrupted (their
