@@ -208,20 +208,42 @@ func TestCryptoShreddingOnEmulator(t *testing.T) {
 }
 
 // TestPurgeWaitsForTheScavenge: Purge returns after the emulator recorded
-// a completed scavenge, and fails when the server refuses the call.
+// a completed scavenge; it scavenges again only after an erasure, and not
+// at all on a store told that the last process purged (MarkPurged); it
+// fails when the server does not answer.
 func TestPurgeWaitsForTheScavenge(t *testing.T) {
 	srv := startEmulator(t)
 	s := open(t, srv.URL())
+	scavenges := func() int { return strings.Count(string(srv.Storage()), "$scavengeCompleted") }
+	for range 2 {
+		if err := s.Purge(t.Context()); err != nil {
+			t.Fatalf("Purge() error = %v", err)
+		}
+	}
+	if n := scavenges(); n != 1 {
+		t.Errorf("after two Purges with no erasure the storage records %d completed scavenges, want 1", n)
+	}
+	st := events.TranscriptStream("p")
+	erasure := []events.Proposed{proposal(events.TranscriptErased{SessionID: "p", Scope: events.EraseMessages, Reason: events.ErasureOnRequest, At: t0})}
+	if _, err := s.Append(t.Context(), st, events.AnyVersion(), erasure); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Purge(t.Context()); err != nil {
 		t.Fatalf("Purge() error = %v", err)
 	}
-	if n := strings.Count(string(srv.Storage()), "$scavengeCompleted"); n != 1 {
-		t.Errorf("after Purge the storage records %d completed scavenges, want 1", n)
+	if n := scavenges(); n != 2 {
+		t.Errorf("after an erasure and a Purge the storage records %d completed scavenges, want 2", n)
 	}
+	marked := open(t, srv.URL())
+	marked.MarkPurged()
+	if err := marked.Purge(t.Context()); err != nil || scavenges() != 2 {
+		t.Errorf("Purge() after MarkPurged = %v with %d scavenges, want nil and no new scavenge", err, scavenges())
+	}
+	fresh := open(t, srv.URL())
 	srv.Stop()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.Purge(ctx); err == nil {
+	if err := fresh.Purge(ctx); err == nil {
 		t.Error("Purge() on a stopped server error = nil, want an error")
 	}
 }

@@ -38,14 +38,29 @@ var _ events.Eraser = (*Store)(nil)
 // already running is waited for and then a new one started: it may have
 // begun before the erasure. Purge waits as long as ctx lets it: a
 // scavenge of a big database takes long.
+//
+// A scavenge reads every chunk of a node, so Purge scavenges only when
+// there may be something to remove: after this store destroyed a key
+// since its last completed Purge, or when it was never purged and not told
+// by MarkPurged that the last process purged at its clean stop (a crashed
+// process may have erased without scavenging).
 func (s *Store) Purge(ctx context.Context) error {
+	gen := s.shreds.Load()
+	if gen == s.purgedAt.Load() {
+		return nil
+	}
 	for _, target := range s.nodes() {
 		if err := s.scavenge(ctx, target); err != nil {
 			return fmt.Errorf("purge: scavenge %s: %w", target, err)
 		}
 	}
+	s.purgedAt.Store(gen)
 	return nil
 }
+
+// MarkPurged tells the store that the last process on this home purged at
+// its clean stop: its first Purge need not scavenge unless it erases.
+func (s *Store) MarkPurged() { s.purgedAt.CompareAndSwap(-1, s.shreds.Load()) }
 
 // nodes are the host:port of each node the connection string names.
 func (s *Store) nodes() []string {

@@ -251,6 +251,7 @@ func (s *Store) shred(ctx context.Context, stream, class, erasureID string) (str
 	if err != nil {
 		return streamKey{}, fmt.Errorf("truncate the older keys: %w", err)
 	}
+	s.shreds.Add(1)
 	return streamKey{rev: rev, key: key}, nil
 }
 

@@ -81,7 +81,11 @@ type Store struct {
 	// plaintext (written before crypto-shredding); the first is logged.
 	plaintext     atomic.Int64
 	plaintextOnce sync.Once
-	stopOnce      sync.Once
+	// shreds counts the keys this store destroyed; purgedAt is its value
+	// at the last completed Purge (-1: never, so the first Purge
+	// scavenges). scavenge.go.
+	shreds, purgedAt atomic.Int64
+	stopOnce         sync.Once
 }
 
 // Option configures [Open].
@@ -108,6 +112,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{cfg: *cfg, stop: make(chan struct{})}
+	s.purgedAt.Store(-1)
 	for _, o := range opts {
 		o(s)
 	}
