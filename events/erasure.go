@@ -47,13 +47,14 @@ type Erasure interface {
 	Erase(earlier Event) (Event, bool)
 }
 
-// Eraser is the optional part of a [Store] that can erase in place. Its
-// Append honours every [Erasure] it appends: when Append returns, the
-// content the erasure names is no longer in the log's live rows, and
-// Purge makes it unreadable from every file of the store (page images kept
-// by a write-ahead log, freed pages). A store without in-place erasure
-// (KurrentDB) implements erasure with stream deletion and scavenging
-// instead; see docs/ERASURE.md.
+// Eraser is the optional part of a [Store] that can erase. Its Append
+// honours every [Erasure] it appends: when Append returns, the content the
+// erasure names is no longer readable from the log (the embedded and
+// PostgreSQL stores rewrite the events in place; KurrentDB, which cannot,
+// destroys the keys that sealed it: [PersonalClass]), and Purge makes it
+// unreadable from every file of the store (page images kept by a
+// write-ahead log, freed pages, a KurrentDB node's chunks after a
+// scavenge); see docs/ERASURE.md.
 type Eraser interface {
 	// Purge removes the erased content from every file of the store: after
 	// it returns nil, no byte of any file holds what an erasure appended

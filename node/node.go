@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -108,6 +109,9 @@ type runtime struct {
 	eraser    events.Eraser
 	snapshots events.SnapshotStore
 	purged    purgeMarker
+	// purgeMu serializes the purges of this node's files (erasure.go,
+	// erasurefollow.go).
+	purgeMu sync.Mutex
 	// models are the read models in use (models.go).
 	models   liveModels
 	rebuilds *liveRebuild
