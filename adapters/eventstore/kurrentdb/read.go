@@ -15,8 +15,12 @@ import (
 // envelope decodes a recorded event of stream (its hermes name).
 func envelope(stream string, r *esdb.RecordedEvent) (events.Envelope, error) {
 	var md events.Metadata
-	if len(r.UserMetadata) > 0 {
-		if err := json.Unmarshal(r.UserMetadata, &md); err != nil {
+	meta, at, copied := splitRecordedAt(r.UserMetadata)
+	if !copied {
+		at = r.CreatedDate
+	}
+	if len(meta) > 0 {
+		if err := json.Unmarshal(meta, &md); err != nil {
 			return events.Envelope{}, fmt.Errorf("event %s@%d metadata: %w", r.StreamID, r.EventNumber, err)
 		}
 	}
@@ -30,7 +34,7 @@ func envelope(stream string, r *esdb.RecordedEvent) (events.Envelope, error) {
 		Position:   r.Position.Commit,
 		ID:         r.EventID.String(),
 		Type:       r.EventType,
-		RecordedAt: r.CreatedDate,
+		RecordedAt: at,
 		Metadata:   md,
 		Event:      e,
 	}, nil
@@ -195,3 +199,5 @@ func (s *Store) Head(ctx context.Context) (uint64, error) {
 		before = esdb.Position{Commit: oldest, Prepare: oldest}
 	}
 }
+
+func isEOF(err error) bool { return errors.Is(err, io.EOF) }

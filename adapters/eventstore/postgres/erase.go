@@ -10,6 +10,7 @@ import (
 	"hermes/events"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // erase applies the erasures of the inserted requests inside the open
@@ -28,7 +29,7 @@ func (w *writer) erase(ctx context.Context, conn *pgx.Conn, reqs []*request) err
 			if row.erasure == nil {
 				continue
 			}
-			if err := w.eraseBefore(ctx, conn, r.stream, r.res.Versions[i], row); err != nil {
+			if err := eraseBefore(ctx, conn, &w.s.sql, r.stream, r.res.Versions[i], row); err != nil {
 				return fmt.Errorf("erase %s before version %d: %w", r.stream, r.res.Versions[i], err)
 			}
 			if _, err := conn.Exec(ctx, w.s.sql.eraseSnapshot, r.stream); err != nil {
@@ -42,8 +43,16 @@ func (w *writer) erase(ctx context.Context, conn *pgx.Conn, reqs []*request) err
 	return nil
 }
 
-func (w *writer) eraseBefore(ctx context.Context, conn *pgx.Conn, stream string, version uint64, x row) error {
-	rows, err := conn.Query(ctx, w.s.sql.eraseRead, stream, int64(version))
+// querier is what eraseBefore needs of a connection or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// eraseBefore rewrites the events of stream before version to what the
+// erasure x makes of them.
+func eraseBefore(ctx context.Context, conn querier, sql *statements, stream string, version uint64, x row) error {
+	rows, err := conn.Query(ctx, sql.eraseRead, stream, int64(version))
 	if err != nil {
 		return err
 	}
@@ -91,7 +100,7 @@ func (w *writer) eraseBefore(ctx context.Context, conn *pgx.Conn, stream string,
 	if len(positions) == 0 {
 		return nil
 	}
-	_, err = conn.Exec(ctx, w.s.sql.eraseUpdate, positions, data, meta)
+	_, err = conn.Exec(ctx, sql.eraseUpdate, positions, data, meta)
 	return err
 }
 
