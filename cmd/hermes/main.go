@@ -86,6 +86,7 @@ func newRootCommand() *cobra.Command {
 		newConfigCommand(g),
 		newImportCommand(g),
 		newForgetCommand(g),
+		newStoreCommand(g),
 	)
 	return root
 }

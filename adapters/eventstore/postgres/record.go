@@ -150,11 +150,18 @@ func (s *Store) eraseRecords(ctx context.Context, tx pgx.Tx, records []events.Re
 		if !ok {
 			continue
 		}
-		if err := eraseBefore(ctx, tx, &s.sql, r.Stream, r.Version, row{id: r.ID, erasure: x}); err != nil {
+		n, err := eraseBefore(ctx, tx, &s.sql, r.Stream, r.Version, row{id: r.ID, erasure: x})
+		if err != nil {
 			return fmt.Errorf("erase %s before version %d: %w", r.Stream, r.Version, err)
 		}
-		if _, err := tx.Exec(ctx, s.sql.eraseSnapshot, r.Stream); err != nil {
+		tag, err := tx.Exec(ctx, s.sql.eraseSnapshot, r.Stream)
+		if err != nil {
 			return fmt.Errorf("erase %s: delete its snapshot: %w", r.Stream, err)
+		}
+		if n == 0 && tag.RowsAffected() == 0 {
+			// A copy's records come erased already: no old row version
+			// holds what this erasure names.
+			continue
 		}
 		var position int64
 		if err := tx.QueryRow(ctx, s.sql.positionOf, r.ID).Scan(&position); err != nil {
