@@ -3,9 +3,9 @@ package node
 import (
 	"bytes"
 	"crypto/sha1"
-	"fmt"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
