@@ -283,3 +283,57 @@ func TestStoreCopyKilledHalfWay(t *testing.T) {
 		t.Errorf("the copy after the kill said:\n%s\nwant it to begin %q and verify %d events", out, want, total)
 	}
 }
+
+// BenchmarkStoreCopy measures hermes store copy (the command, as a
+// process) of a generated SQLite log (the history of BenchmarkRebuild,
+// HERMES_BENCH_EVENTS events, default 100000) into an empty PostgreSQL
+// database of the tests' cluster, verification included, then a second
+// run, which copies nothing and verifies again.
+//
+//	HERMES_BENCH_EVENTS=1000000 go test -run '^$' -bench StoreCopy -benchtime=1x -timeout 60m ./cmd/hermes
+func BenchmarkStoreCopy(b *testing.B) {
+	n := benchDurableEvents()
+	ctx := context.Background()
+	h := node.Home{Dir: b.TempDir()}
+	if err := h.Ensure(); err != nil {
+		b.Fatal(err)
+	}
+	store, err := sqlite.Open(h.EventsDB())
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	o := testfixtures.HistoryOptions{Events: n, Lanes: max(100, n/100), Seed: 42, Start: testfixtures.Date(2026, 1, 1, 0, 0, 0, 0), CJKShare: 0.2}
+	if err := testfixtures.LoadHistory(ctx, store, o, 64); err != nil {
+		b.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("generated %d events in %s", n, time.Since(start).Round(time.Millisecond))
+	cluster := pgtest.Shared(b)
+	run := func(args ...string) (string, time.Duration) {
+		began := time.Now()
+		cmd := exec.Command(binary, args...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("hermes %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+		}
+		return stdout.String(), time.Since(began)
+	}
+	b.ResetTimer()
+	for range b.N {
+		target := cluster.NewDatabase(b)
+		out, took := run("store", "copy", "--from", h.Dir, "--to", target)
+		b.Logf("first run (%s): %s", took.Round(time.Millisecond), out)
+		b.ReportMetric(float64(n)/took.Seconds(), "events/s")
+		b.ReportMetric(took.Seconds(), "copy-s")
+		out, took = run("store", "copy", "--from", h.Dir, "--to", target)
+		if !strings.HasPrefix(out, "copied 0 events") {
+			b.Fatalf("the second run copied something: %s", out)
+		}
+		b.Logf("second run (%s): %s", took.Round(time.Millisecond), out)
+		b.ReportMetric(took.Seconds(), "second-run-s")
+	}
+}
