@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"hermes/adapters/eventstore/sqlite"
 	"hermes/events"
@@ -51,6 +52,8 @@ type CopyReport struct {
 	// Verified is the verification: events and streams on each side, all
 	// equal when CopyLog returns nil.
 	Verified CopyVerification
+	// Check, Copy, Purge and Verify are the times of the phases.
+	Check, Copy, Purge, Verify time.Duration
 }
 
 // CopyVerification is the count of events and the digest of every stream
@@ -103,6 +106,11 @@ func CopyLog(ctx context.Context, src, dst events.Store, o CopyOptions) (CopyRep
 		return CopyReport{}, fmt.Errorf("copy: source: %w", err)
 	}
 	var rep CopyReport
+	began := time.Now()
+	lap := func(d *time.Duration) {
+		now := time.Now()
+		*d, began = now.Sub(began), now
+	}
 
 	// The target's events must be the source's first ones.
 	var srcAt, dstAt uint64
@@ -136,16 +144,45 @@ func CopyLog(ctx context.Context, src, dst events.Store, o CopyOptions) (CopyRep
 		progress("check", srcAt, head)
 	}
 
-	// The rest, in order, one transaction per batch.
+	lap(&rep.Check)
+
+	// The rest, in order, one transaction per batch; the next batch is
+	// read from the source while the target writes this one.
+	type batch struct {
+		recs []events.Record
+		err  error
+	}
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	batches := make(chan batch, 1)
+	go func() {
+		defer close(batches)
+		at := srcAt
+		for {
+			recs, err := from.ReadRecords(readCtx, at, o.Batch)
+			if err != nil || len(recs) == 0 {
+				if err != nil {
+					select {
+					case batches <- batch{err: err}:
+					case <-readCtx.Done():
+					}
+				}
+				return
+			}
+			select {
+			case batches <- batch{recs: recs}:
+			case <-readCtx.Done():
+				return
+			}
+			at = recs[len(recs)-1].Position
+		}
+	}()
 	erasures := false
-	for {
-		recs, err := from.ReadRecords(ctx, srcAt, o.Batch)
-		if err != nil {
-			return rep, fmt.Errorf("copy: read the source: %w", err)
+	for b := range batches {
+		if b.err != nil {
+			return rep, fmt.Errorf("copy: read the source: %w", b.err)
 		}
-		if len(recs) == 0 {
-			break
-		}
+		recs := b.recs
 		for len(recs) > 0 {
 			n, size := 0, 0
 			for n < len(recs) && (n == 0 || size+len(recs[n].Data)+len(recs[n].Metadata) <= maxCopyBatchBytes) {
@@ -162,23 +199,34 @@ func CopyLog(ctx context.Context, src, dst events.Store, o CopyOptions) (CopyRep
 			progress("copy", srcAt, max(head, srcAt))
 		}
 	}
+	lap(&rep.Copy)
 	if x, ok := dst.(events.Eraser); ok && (erasures || rep.ErasedSince > 0) {
 		if err := x.Purge(ctx); err != nil {
 			return rep, fmt.Errorf("copy: purge the target after the erasures copied: %w", err)
 		}
 	}
 
-	srcSum, err := digestLog(ctx, from, srcAt, func(done uint64) { progress("verify", done, max(srcAt, 1)) })
-	if err != nil {
-		return rep, fmt.Errorf("copy: verify: read the source: %w", err)
+	lap(&rep.Purge)
+	// Both sides at once: each is mostly waiting for its store.
+	var dstSum logDigest
+	dstDone := make(chan error, 1)
+	go func() {
+		var err error
+		dstSum, err = digestLog(ctx, to, 0, nil)
+		dstDone <- err
+	}()
+	srcSum, srcErr := digestLog(ctx, from, srcAt, func(done uint64) { progress("verify", done, max(srcAt, 1)) })
+	dstErr := <-dstDone
+	if srcErr != nil {
+		return rep, fmt.Errorf("copy: verify: read the source: %w", srcErr)
 	}
-	dstSum, err := digestLog(ctx, to, 0, nil)
-	if err != nil {
-		return rep, fmt.Errorf("copy: verify: read the target: %w", err)
+	if dstErr != nil {
+		return rep, fmt.Errorf("copy: verify: read the target: %w", dstErr)
 	}
 	if diff := srcSum.diff(dstSum); diff != "" {
 		return rep, fmt.Errorf("copy: verification failed: %s", diff)
 	}
+	lap(&rep.Verify)
 	rep.Verified = CopyVerification{Events: srcSum.events, Streams: len(srcSum.streams), Order: srcSum.order}
 	return rep, nil
 }

@@ -104,6 +104,8 @@ func runStoreCopy(ctx context.Context, fromArg, toArg string, batch int, stdout,
 	}
 	fmt.Fprintf(stdout, "copied %d events from %s to %s (%d already there) in %s%s\n",
 		rep.Copied, from, to, rep.Already, elapsed.Round(time.Millisecond), rate)
+	fmt.Fprintf(stdout, "phases: check of the target %s, copy %s, purge %s, verification %s\n",
+		rep.Check.Round(time.Millisecond), rep.Copy.Round(time.Millisecond), rep.Purge.Round(time.Millisecond), rep.Verify.Round(time.Millisecond))
 	if rep.ErasedSince > 0 {
 		fmt.Fprintf(stdout, "%d events erased on the source since the earlier copy are erased on the target too\n", rep.ErasedSince)
 	}

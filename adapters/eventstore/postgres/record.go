@@ -12,13 +12,8 @@ import (
 
 var _ events.RecordStore = (*Store)(nil)
 
-// insertRecords inserts rows as they are given, recorded_at included; the
-// identity column numbers them in the order of the arrays.
-const insertRecords = `INSERT INTO {schema}.events (stream, version, event_id, type, data, metadata, recorded_at)
-	SELECT stream, version, event_id, type, data, metadata, recorded_at
-	FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[])
-		WITH ORDINALITY AS r(stream, version, event_id, type, data, metadata, recorded_at, n)
-	ORDER BY n`
+// recordColumns are the columns WriteRecords gives (position is drawn).
+var recordColumns = []string{"stream", "version", "event_id", "type", "data", "metadata", "recorded_at"}
 
 // ReadRecords implements events.RecordStore: the rows as the table holds
 // them, undecoded, read as ReadAll reads (a prefix that can no longer
@@ -119,7 +114,13 @@ func (s *Store) WriteRecords(ctx context.Context, records []events.Record) error
 			}
 			current[r.Stream] = r.Version
 		}
-		if _, err := tx.Exec(ctx, s.sql.insertRecords, cols.stream, cols.version, cols.id, cols.typ, cols.data, cols.meta, cols.at); err != nil {
+		// COPY inserts the rows in the order given, and the identity
+		// column numbers them so; it is the fastest way in for a batch.
+		copyRows := make([][]any, len(records))
+		for i := range records {
+			copyRows[i] = []any{cols.stream[i], cols.version[i], cols.id[i], cols.typ[i], cols.data[i], cols.meta[i], cols.at[i]}
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "events"}, recordColumns, pgx.CopyFromRows(copyRows)); err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
 		if err := s.eraseRecords(ctx, tx, records); err != nil {
