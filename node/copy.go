@@ -402,23 +402,36 @@ func ParseCopyEnd(arg string) (CopyEnd, error) {
 	if scheme, rest, ok := strings.Cut(arg, "://"); ok && scheme != "" {
 		switch strings.ToLower(scheme) {
 		case "sqlite", "file":
-			return CopyEnd{Path: rest}, nil
+			return dbFile(rest), nil
 		}
 		return CopyEnd{Spec: StoreSpec{URL: arg}}, nil
 	}
 	if rest, ok := strings.CutPrefix(arg, "file:"); ok {
-		return CopyEnd{Path: rest}, nil
+		return dbFile(rest), nil
 	}
 	if fi, err := os.Stat(arg); err == nil && fi.IsDir() {
 		return CopyEnd{Home: &Home{Dir: arg}, Path: Home{Dir: arg}.EventsDB()}, nil
 	}
 	if strings.HasSuffix(arg, ".db") {
-		return CopyEnd{Path: arg}, nil
+		return dbFile(arg), nil
 	}
 	if _, err := os.Stat(arg); err == nil {
 		return CopyEnd{}, fmt.Errorf("%s is neither a hermes home (a directory) nor an events.db file", arg)
 	}
 	return CopyEnd{Home: &Home{Dir: arg}, Path: Home{Dir: arg}.EventsDB()}, nil
+}
+
+// dbFile is the end of an events.db file; the file of a home
+// (<home>/hermes/events.db) is that home, so that a copy into it holds the
+// home's lock as hermes serve does.
+func dbFile(path string) CopyEnd {
+	if filepath.Base(path) == "events.db" && filepath.Base(filepath.Dir(path)) == "hermes" {
+		h := Home{Dir: filepath.Dir(filepath.Dir(path))}
+		if h.EventsDB() == filepath.Clean(path) {
+			return CopyEnd{Path: path, Home: &h}
+		}
+	}
+	return CopyEnd{Path: path}
 }
 
 // String names the end for messages, without a password.

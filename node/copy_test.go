@@ -323,3 +323,46 @@ func TestCopyLogVerifies(t *testing.T) {
 		t.Error("digests of logs whose last event's time differs by 1 ns are equal")
 	}
 }
+
+func TestParseCopyEnd(t *testing.T) {
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "plain")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		arg      string
+		wantURL  string
+		wantPath string
+		wantHome string
+		wantErr  bool
+	}{
+		{arg: "postgres://db/hermes", wantURL: "postgres://db/hermes"},
+		{arg: "esdb://localhost:2113?tls=false", wantURL: "esdb://localhost:2113?tls=false"},
+		{arg: home, wantPath: Home{Dir: home}.EventsDB(), wantHome: home},
+		{arg: filepath.Join(dir, "new-home"), wantPath: Home{Dir: filepath.Join(dir, "new-home")}.EventsDB(), wantHome: filepath.Join(dir, "new-home")},
+		{arg: filepath.Join(dir, "copy.db"), wantPath: filepath.Join(dir, "copy.db")},
+		{arg: "sqlite://" + filepath.Join(dir, "x.db"), wantPath: filepath.Join(dir, "x.db")},
+		{arg: Home{Dir: home}.EventsDB(), wantPath: Home{Dir: home}.EventsDB(), wantHome: home},
+		{arg: file, wantErr: true},
+		{arg: "", wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := ParseCopyEnd(tt.arg)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("ParseCopyEnd(%q) error = %v, want error %v", tt.arg, err, tt.wantErr)
+			continue
+		}
+		gotHome := ""
+		if got.Home != nil {
+			gotHome = got.Home.Dir
+		}
+		if got.Spec.URL != tt.wantURL || got.Path != tt.wantPath || gotHome != tt.wantHome {
+			t.Errorf("ParseCopyEnd(%q) = url %q, path %q, home %q; want %q, %q, %q", tt.arg, got.Spec.URL, got.Path, gotHome, tt.wantURL, tt.wantPath, tt.wantHome)
+		}
+	}
+}

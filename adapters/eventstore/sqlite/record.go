@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -85,7 +84,7 @@ func (w *writer) writeRecords(ctx context.Context, records []events.Record) (err
 		v, ok := current[r.Stream]
 		if !ok {
 			var last int64
-			if err := w.stmtStreamVersion.QueryRowContext(ctx, r.Stream).Scan(&last); err != nil && err != sql.ErrNoRows {
+			if err := w.stmtStreamVersion.QueryRowContext(ctx, r.Stream).Scan(&last); err != nil {
 				return fmt.Errorf("read version of %s: %w", r.Stream, err)
 			}
 			v = uint64(last)
