@@ -36,6 +36,18 @@ const (
 	ErasurePerson    = "person"
 )
 
+// IsErasureType reports whether events of the persisted type typ are
+// [Erasure]s: a store that writes records without decoding every one
+// (events.RecordStore) decodes only these. TestErasureTypes checks it
+// against every type the codec knows.
+func IsErasureType(typ string) bool {
+	switch typ {
+	case TypeTranscriptErased, TypeLaneErased, TypeErasureCompleted, TypeTopicsErased:
+		return true
+	}
+	return false
+}
+
 // Erasure is an event that erases content of the events before it in its
 // own stream. A store that implements [Eraser] rewrites those events, in
 // the same transaction as the append of the erasure, to what Erase returns:

@@ -87,6 +87,7 @@ func newRootCommand() *cobra.Command {
 		newImportCommand(g),
 		newExportCommand(g),
 		newForgetCommand(g),
+		newStoreCommand(g),
 	)
 	return root
 }

@@ -13,11 +13,16 @@ import (
 )
 
 // envelope decodes a recorded event of stream (its hermes name), opening
-// it with kr when it is sealed (seal.go).
+// it with kr when it is sealed (seal.go). An event a copy wrote
+// (record.go) has its source's time.
 func (kr *keyring) envelope(stream string, r *esdb.RecordedEvent) (events.Envelope, error) {
 	var md storedMetadata
-	if len(r.UserMetadata) > 0 {
-		if err := json.Unmarshal(r.UserMetadata, &md); err != nil {
+	meta, at, copied := splitRecordedAt(r.UserMetadata)
+	if !copied {
+		at = r.CreatedDate
+	}
+	if len(meta) > 0 {
+		if err := json.Unmarshal(meta, &md); err != nil {
 			return events.Envelope{}, fmt.Errorf("event %s@%d metadata: %w", r.StreamID, r.EventNumber, err)
 		}
 	}
@@ -44,7 +49,7 @@ func (kr *keyring) envelope(stream string, r *esdb.RecordedEvent) (events.Envelo
 		Position:   r.Position.Commit,
 		ID:         r.EventID.String(),
 		Type:       r.EventType,
-		RecordedAt: r.CreatedDate,
+		RecordedAt: at,
 		Metadata:   md.Metadata,
 		Event:      e,
 	}, nil
@@ -231,3 +236,5 @@ func (s *Store) notePlaintext(r *esdb.RecordedEvent, e events.Event) {
 // PlaintextEvents is how many events this store has read (since it opened)
 // with personal content in plaintext, written before crypto-shredding.
 func (s *Store) PlaintextEvents() int64 { return s.plaintext.Load() }
+
+func isEOF(err error) bool { return errors.Is(err, io.EOF) }
