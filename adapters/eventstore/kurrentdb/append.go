@@ -50,7 +50,7 @@ func (s *Store) Append(ctx context.Context, stream string, expected events.Expec
 		if expected.IsAny() {
 			exact = events.ExactVersion(current)
 		}
-		sealed, err := s.seal(ctx, stream, proposed, data, plan, current, tail)
+		sealed, err := s.seal(ctx, stream, proposed, data, plan, current, tail, nil)
 		if err != nil {
 			return events.AppendResult{}, fmt.Errorf("append %s: %w", stream, err)
 		}

@@ -3,6 +3,7 @@ package kurrentdb
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -30,18 +31,26 @@ var recordedAtSuffix = regexp.MustCompile(`(,?)"hermes_recorded_at":(-?[0-9]+)}\
 // withRecordedAt adds the recorded time to a JSON object's text as its
 // last member.
 func withRecordedAt(meta []byte, at time.Time) ([]byte, error) {
+	return withMembers(meta, recordedAtKey+strconv.FormatInt(at.UnixNano(), 10))
+}
+
+// withMembers adds members ("name":value) to a JSON object's text, after
+// its own, leaving its own bytes as they are.
+func withMembers(meta []byte, members ...string) ([]byte, error) {
 	trimmed := bytes.TrimRight(meta, " \t\r\n")
 	if len(trimmed) < 2 || trimmed[0] != '{' || trimmed[len(trimmed)-1] != '}' {
 		return nil, fmt.Errorf("%w: metadata is not a JSON object", events.ErrInvalidAppend)
 	}
-	body := bytes.TrimSpace(trimmed[1 : len(trimmed)-1])
+	comma := len(bytes.TrimSpace(trimmed[1:len(trimmed)-1])) > 0
 	var b bytes.Buffer
 	b.Write(trimmed[:len(trimmed)-1])
-	if len(body) > 0 {
-		b.WriteByte(',')
+	for _, m := range members {
+		if comma {
+			b.WriteByte(',')
+		}
+		b.WriteString(m)
+		comma = true
 	}
-	b.WriteString(recordedAtKey)
-	b.WriteString(strconv.FormatInt(at.UnixNano(), 10))
 	b.WriteByte('}')
 	return b.Bytes(), nil
 }
@@ -66,8 +75,67 @@ func splitRecordedAt(meta []byte) ([]byte, time.Time, bool) {
 	return out, time.Unix(0, ns).UTC(), true
 }
 
+// splitSealed takes the members a sealed event adds to its metadata
+// (hermes_sealed, hermes_shadow: seal.go), which come after the event's
+// own, out of a metadata object's text (without hermes_recorded_at): the
+// event's metadata as it was written, byte for byte, and what they say.
+// ok is false when the event is not sealed.
+func splitSealed(meta []byte) (own []byte, sp sealedPart, shadow []byte, ok bool, err error) {
+	if !bytes.Contains(meta, []byte(`"hermes_sealed"`)) {
+		return meta, sealedPart{}, nil, false, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(meta))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, sealedPart{}, nil, false, errors.New("metadata is not a JSON object")
+	}
+	cut := -1
+	for dec.More() {
+		off := int(dec.InputOffset())
+		t, err := dec.Token()
+		if err != nil {
+			return nil, sealedPart{}, nil, false, fmt.Errorf("metadata: %w", err)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, sealedPart{}, nil, false, fmt.Errorf("metadata: %w", err)
+		}
+		switch key, _ := t.(string); key {
+		case "hermes_sealed":
+			if err := json.Unmarshal(raw, &sp); err != nil {
+				return nil, sealedPart{}, nil, false, fmt.Errorf("metadata: hermes_sealed: %w", err)
+			}
+			ok = true
+		case "hermes_shadow":
+			shadow = raw
+		default:
+			if cut >= 0 {
+				return nil, sealedPart{}, nil, false, fmt.Errorf("metadata: %q after the sealed members", key)
+			}
+			continue
+		}
+		if cut < 0 {
+			// The separator (a comma, or the first member) is where the
+			// event's own members end.
+			cut = off
+			for cut < len(meta) && (meta[cut] == ' ' || meta[cut] == '\t' || meta[cut] == '\r' || meta[cut] == '\n') {
+				cut++
+			}
+		}
+	}
+	if !ok || shadow == nil {
+		return nil, sealedPart{}, nil, false, errors.New("metadata: a sealed event without its key or shadow")
+	}
+	own = make([]byte, 0, cut+1)
+	own = append(own, meta[:cut]...)
+	return append(own, '}'), sp, shadow, true, nil
+}
+
 // ReadRecords implements events.RecordStore: hermes' events of $all after
-// after, with their data and metadata as written.
+// after, as they were written: a sealed event's data opened (seal.go), or,
+// when an erasure destroyed its key, its shadow, with the erasure's id in
+// its metadata (what the embedded store's rewrite in place leaves); the
+// metadata without the members this store adds, and the time a copy
+// brought (hermes_recorded_at).
 func (s *Store) ReadRecords(ctx context.Context, after uint64, count int) ([]events.Record, error) {
 	if count <= 0 {
 		return nil, nil
@@ -84,6 +152,7 @@ func (s *Store) ReadRecords(ctx context.Context, after uint64, count int) ([]eve
 		lastSeen := from
 		err := s.do(ctx, func(c *esdb.Client) error {
 			page, lastSeen, sent = page[:0], from, 0
+			kr := s.newKeyring(ctx)
 			rs, err := c.ReadAll(ctx, esdb.ReadAllOptions{From: start}, allPage)
 			if err != nil {
 				return err
@@ -110,7 +179,11 @@ func (s *Store) ReadRecords(ctx context.Context, after uint64, count int) ([]eve
 				if !ok {
 					continue
 				}
-				page = append(page, record(name, r))
+				rec, err := kr.record(name, r)
+				if err != nil {
+					return err
+				}
+				page = append(page, rec)
 			}
 		})
 		if err != nil {
@@ -129,11 +202,36 @@ func (s *Store) ReadRecords(ctx context.Context, after uint64, count int) ([]eve
 	return out, nil
 }
 
-// record is a recorded event of stream (its hermes name) as a record.
-func record(stream string, r *esdb.RecordedEvent) events.Record {
+// record is a recorded event of stream (its hermes name) as a record,
+// opened with kr when it is sealed.
+func (kr *keyring) record(stream string, r *esdb.RecordedEvent) (events.Record, error) {
 	meta, at, ok := splitRecordedAt(r.UserMetadata)
 	if !ok {
 		at = r.CreatedDate
+	}
+	data := r.Data
+	own, sp, shadow, sealed, err := splitSealed(meta)
+	if err != nil {
+		return events.Record{}, fmt.Errorf("event %s@%d: %w", r.StreamID, r.EventNumber, err)
+	}
+	if sealed {
+		var erasedBy string
+		data, erasedBy, err = kr.openData(r.StreamID, r, &sp, shadow, stream)
+		if err != nil {
+			return events.Record{}, err
+		}
+		meta = own
+		if erasedBy != "" {
+			// As the embedded store rewrites an erased event's metadata.
+			var md events.Metadata
+			if err := json.Unmarshal(own, &md); err != nil {
+				return events.Record{}, fmt.Errorf("event %s@%d metadata: %w", r.StreamID, r.EventNumber, err)
+			}
+			md.Redacted = erasedBy
+			if meta, err = json.Marshal(md); err != nil {
+				return events.Record{}, fmt.Errorf("event %s@%d metadata: %w", r.StreamID, r.EventNumber, err)
+			}
+		}
 	}
 	return events.Record{
 		Position:   r.Position.Commit,
@@ -141,17 +239,19 @@ func record(stream string, r *esdb.RecordedEvent) events.Record {
 		Version:    r.EventNumber + 1,
 		ID:         r.EventID.String(),
 		Type:       r.EventType,
-		Data:       bytes.Clone(r.Data),
+		Data:       bytes.Clone(data),
 		Metadata:   bytes.Clone(meta),
 		RecordedAt: at,
-	}
+	}, nil
 }
 
 // WriteRecords implements events.RecordStore: each run of records of one
-// stream is one append, with the expected revision its first record's
-// version says. KurrentDB erases by deleting streams (docs/ERASURE.md), so
-// an erasure among the records rewrites nothing: the records of a copy
-// already hold what the source's erasures left.
+// stream is one append, with the exact expected revision its first
+// record's version says. A record whose event holds personal content is
+// sealed as Append seals it, and an erasure among the records destroys
+// the keys of what it erases (seal.go), so a copy onto KurrentDB is
+// erasable as the events appended to it; a record's metadata is kept byte
+// for byte (the sealed members and the source's time follow it).
 func (s *Store) WriteRecords(ctx context.Context, records []events.Record) error {
 	for start := 0; start < len(records); {
 		end := start + 1
@@ -172,16 +272,64 @@ func (s *Store) writeRun(ctx context.Context, run []events.Record) error {
 		return fmt.Errorf("write record %q@%d: %w", first.Stream, first.Version, events.ErrInvalidAppend)
 	}
 	data := make([]esdb.EventData, len(run))
+	proposed := make([]events.Proposed, len(run))
 	for i, r := range run {
 		id, err := uuid.Parse(r.ID)
 		if err != nil || id == uuid.Nil {
 			return fmt.Errorf("write record %s@%d: %w: event id %q is not a UUID", r.Stream, r.Version, events.ErrInvalidAppend, r.ID)
 		}
-		meta, err := withRecordedAt(r.Metadata, r.RecordedAt)
+		// Decoded only to learn what it holds: the bytes are written.
+		e, err := events.Decode(r.Type, r.Data)
+		if err != nil {
+			// It may hold personal content this build cannot find.
+			return fmt.Errorf("write record %s@%d: %w: %v", r.Stream, r.Version, events.ErrInvalidAppend, err)
+		}
+		var md events.Metadata
+		if err := json.Unmarshal(r.Metadata, &md); err != nil {
+			return fmt.Errorf("write record %s@%d: %w: metadata: %v", r.Stream, r.Version, events.ErrInvalidAppend, err)
+		}
+		proposed[i] = events.Proposed{ID: r.ID, Event: e, Metadata: md}
+		data[i] = esdb.EventData{EventID: id, EventType: r.Type, ContentType: esdb.ContentTypeJson, Data: r.Data, Metadata: r.Metadata}
+	}
+	expected := events.ExactVersion(first.Version - 1)
+	if plan := planSeal(proposed); plan.needed() {
+		// seal's rule: read the tail first, write at the exact revision.
+		// A wrong version is found before any key is destroyed.
+		tail, err := s.recent(ctx, first.Stream, duplicateWindow)
+		var current uint64
+		switch {
+		case errors.Is(err, events.ErrStreamNotFound):
+		case err != nil:
+			return fmt.Errorf("write record %s@%d: %w", first.Stream, first.Version, err)
+		default:
+			current = tail[0].version
+		}
+		if current != first.Version-1 {
+			return fmt.Errorf("write record %s@%d: %w", first.Stream, first.Version,
+				&events.WrongVersionError{Stream: first.Stream, Expected: expected, Actual: current})
+		}
+		data, err = s.seal(ctx, first.Stream, proposed, data, plan, current, tail, func(i int, md storedMetadata) ([]byte, error) {
+			if md.Sealed == nil {
+				// Erased by an erasure among the records: as the
+				// embedded store rewrites it.
+				return json.Marshal(md.Metadata)
+			}
+			sp, err := json.Marshal(md.Sealed)
+			if err != nil {
+				return nil, err
+			}
+			return withMembers(run[i].Metadata, `"hermes_sealed":`+string(sp), `"hermes_shadow":`+string(md.Shadow))
+		})
+		if err != nil {
+			return fmt.Errorf("write record %s@%d: %w", first.Stream, first.Version, err)
+		}
+	}
+	for i, r := range run {
+		meta, err := withRecordedAt(data[i].Metadata, r.RecordedAt)
 		if err != nil {
 			return fmt.Errorf("write record %s@%d: %w", r.Stream, r.Version, err)
 		}
-		data[i] = esdb.EventData{EventID: id, EventType: r.Type, ContentType: esdb.ContentTypeJson, Data: r.Data, Metadata: meta}
+		data[i].Metadata = meta
 	}
 	opts := esdb.AppendToStreamOptions{ExpectedRevision: esdb.NoStream{}}
 	if first.Version > 1 {
@@ -196,7 +344,7 @@ func (s *Store) writeRun(ctx context.Context, run []events.Record) error {
 	case errors.As(err, &e) && e.Code() == esdb.ErrorCodeWrongExpectedVersion:
 		actual, _ := actualRevision(e)
 		return fmt.Errorf("write record %s@%d: %w", first.Stream, first.Version,
-			&events.WrongVersionError{Stream: first.Stream, Expected: events.ExactVersion(first.Version - 1), Actual: actual})
+			&events.WrongVersionError{Stream: first.Stream, Expected: expected, Actual: actual})
 	case err != nil:
 		return fmt.Errorf("write record %s@%d: %w", first.Stream, first.Version, err)
 	}
