@@ -29,15 +29,17 @@ func newStoreCopyCommand(_ *globalFlags) *cobra.Command {
 	var batch int
 	cmd := &cobra.Command{
 		Use:   "copy --from STORE --to STORE",
-		Short: "Copy an event log into another store (SQLite, PostgreSQL, KurrentDB), resumably, and verify it",
+		Short: "Copy an event log into another store (SQLite, PostgreSQL), resumably, and verify it",
 		Long: `Copies every event of --from that --to lacks, each with its id, stream,
 version, type, data, metadata and recorded time, in the same global order,
 then verifies both sides: the count of events, a digest of every stream
 and of the global order.
 
-A store is a URL (postgres://…, esdb://…, kurrentdb://…), a hermes home
-directory (its hermes/events.db; created when it does not exist), or an
-events.db file (sqlite://PATH or a path ending in .db). A home given as
+A store is a URL (postgres://…), a hermes home directory (its
+hermes/events.db; created when it does not exist), or an events.db file
+(sqlite://PATH or a path ending in .db). KurrentDB is refused: a copy
+writes events as stored, and there an event with personal content must
+be sealed as an append seals it (docs/ERASURE.md). A home given as
 the target is locked as hermes serve locks it; stop every hermes serve
 that uses the target before copying into it. The source may be in use:
 the copy takes the events committed when it reads them, and a later run
