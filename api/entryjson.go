@@ -137,11 +137,18 @@ func (s Source) appendJSON(b []byte) ([]byte, bool) {
 	str(`,"chat_id_alt":`, s.ChatIDAlt, true)
 	b = append(b, `,"is_bot":`...)
 	b = strconv.AppendBool(b, s.IsBot)
+	str(`,"scope_id":`, s.ScopeID, true)
 	str(`,"guild_id":`, s.GuildID, true)
 	str(`,"parent_chat_id":`, s.ParentChatID, true)
 	str(`,"message_id":`, s.MessageID, true)
 	b = append(b, `,"role_authorized":`...)
 	b = strconv.AppendBool(b, s.RoleAuthorized)
+	str(`,"profile":`, s.Profile, true)
+	if s.AutoThreadCreated {
+		b = append(b, `,"auto_thread_created":true`...)
+	}
+	str(`,"auto_thread_initial_name":`, s.AutoThreadInitialName, true)
+	str(`,"prospective_thread_id":`, s.ProspectiveThreadID, true)
 	return append(b, '}'), ok
 }
 

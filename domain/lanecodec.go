@@ -33,7 +33,8 @@ func AppendLane(b []byte, l Lane) []byte {
 		l.Origin.ChatName, l.Origin.ChatType, l.Origin.UserID, l.Origin.UserName, l.Origin.ThreadID,
 		l.Origin.ChatTopic, l.Origin.UserIDAlt, l.Origin.ChatIDAlt, l.Origin.GuildID,
 		l.Origin.ParentChatID, l.Origin.MessageID, l.DisplayName, l.Platform, l.ChatType, l.CostStatus,
-		l.AutoResetReason, l.SuspendReason, l.ResumeReason, l.PreviousSessionID, l.OpenTurnID} {
+		l.AutoResetReason, l.SuspendReason, l.ResumeReason, l.PreviousSessionID, l.OpenTurnID, l.Origin.Profile, l.Origin.AutoThreadInitialName,
+		l.Origin.ProspectiveThreadID} {
 		b = appendString(b, s)
 	}
 	for _, t := range [...]time.Time{l.CreatedAt, l.UpdatedAt, l.LastResumeMarkedAt, l.TurnStartedAt} {
@@ -46,7 +47,8 @@ func AppendLane(b []byte, l Lane) []byte {
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(l.EstimatedCostUSD))
 	var flags uint64
 	for i, on := range [...]bool{l.Origin.IsBot, l.Origin.RoleAuthorized, l.WasAutoReset, l.ResetHadActivity,
-		l.IsFreshReset, l.ExpiryFinalized, l.Suspended, l.ResumePending, l.HadActivity, l.Pruned} {
+		l.IsFreshReset, l.ExpiryFinalized, l.Suspended, l.ResumePending, l.HadActivity, l.Pruned,
+		l.Origin.AutoThreadCreated} {
 		if on {
 			flags |= 1 << i
 		}
@@ -64,7 +66,8 @@ func DecodeLane(data []byte) (Lane, error) {
 		&l.Origin.ChatName, &l.Origin.ChatType, &l.Origin.UserID, &l.Origin.UserName, &l.Origin.ThreadID,
 		&l.Origin.ChatTopic, &l.Origin.UserIDAlt, &l.Origin.ChatIDAlt, &l.Origin.GuildID,
 		&l.Origin.ParentChatID, &l.Origin.MessageID, &l.DisplayName, &l.Platform, &l.ChatType, &l.CostStatus,
-		&l.AutoResetReason, &l.SuspendReason, &l.ResumeReason, &l.PreviousSessionID, &l.OpenTurnID} {
+		&l.AutoResetReason, &l.SuspendReason, &l.ResumeReason, &l.PreviousSessionID, &l.OpenTurnID, &l.Origin.Profile, &l.Origin.AutoThreadInitialName,
+		&l.Origin.ProspectiveThreadID} {
 		*s = r.string()
 	}
 	for _, t := range [...]*time.Time{&l.CreatedAt, &l.UpdatedAt, &l.LastResumeMarkedAt, &l.TurnStartedAt} {
@@ -79,7 +82,8 @@ func DecodeLane(data []byte) (Lane, error) {
 	l.EstimatedCostUSD = math.Float64frombits(r.uint64())
 	flags := r.uvarint()
 	for i, field := range [...]*bool{&l.Origin.IsBot, &l.Origin.RoleAuthorized, &l.WasAutoReset, &l.ResetHadActivity,
-		&l.IsFreshReset, &l.ExpiryFinalized, &l.Suspended, &l.ResumePending, &l.HadActivity, &l.Pruned} {
+		&l.IsFreshReset, &l.ExpiryFinalized, &l.Suspended, &l.ResumePending, &l.HadActivity, &l.Pruned,
+		&l.Origin.AutoThreadCreated} {
 		*field = flags&(1<<i) != 0
 	}
 	l.Queue = r.queue()

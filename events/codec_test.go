@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -134,6 +135,11 @@ func goldenOrigin() events.Source {
 		ParentChatID:   "parent-1",
 		MessageID:      "m-1001",
 		RoleAuthorized: true,
+		Profile:        "coder",
+		// The fields of Hermes at d7f5acb9.
+		AutoThreadCreated:     true,
+		AutoThreadInitialName: "deploy help",
+		ProspectiveThreadID:   "m-1001",
 	}
 }
 
@@ -402,6 +408,39 @@ func TestGoldenDecodeRoundTrip(t *testing.T) {
 				t.Errorf("Decode(%q, golden).OccurredAt() = %v, want %v", typ, got.OccurredAt(), goldenAt)
 			}
 		})
+	}
+}
+
+// TestDecodeSourceBeforeD7f5acb9Fields: an event written before the
+// source had profile and the auto-thread fields
+// (testdata/lane.session_created.v1.before-scope.json, the golden of that
+// build) decodes with them empty and encodes back to the same bytes: the
+// fields are omitted when empty, so the stored shape did not change.
+func TestDecodeSourceBeforeD7f5acb9Fields(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "lane.session_created.v1.before-scope.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = bytes.TrimSpace(data)
+	ev, err := events.Decode(events.TypeSessionCreated, data)
+	if err != nil {
+		t.Fatalf("Decode(before-scope session_created) = %v", err)
+	}
+	created, ok := ev.(events.SessionCreated)
+	if !ok {
+		t.Fatalf("Decode(before-scope session_created) = %T, want events.SessionCreated", ev)
+	}
+	want := goldenOrigin()
+	want.Profile, want.AutoThreadCreated, want.AutoThreadInitialName, want.ProspectiveThreadID = "", false, "", ""
+	if diff := cmp.Diff(want, created.Origin); diff != "" {
+		t.Errorf("origin (-want +got):\n%s", diff)
+	}
+	again, err := events.Encode(created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again, data) {
+		t.Errorf("Encode(Decode(x)) =\n%s\nwant the same bytes\n%s", again, data)
 	}
 }
 
