@@ -54,7 +54,20 @@ func AppendLane(b []byte, l Lane) []byte {
 		}
 	}
 	b = binary.AppendUvarint(b, flags)
-	return appendQueue(b, l.Queue)
+	b = appendQueue(b, l.Queue)
+	if l.ModelOverride == nil {
+		b = append(b, 0)
+	} else {
+		b = appendString(appendString(appendString(append(b, 1), l.ModelOverride.Model), l.ModelOverride.Provider), l.ModelOverride.BaseURL)
+	}
+	if l.Metadata == nil {
+		return append(b, 0)
+	}
+	b = binary.AppendUvarint(b, uint64(len(l.Metadata))+1)
+	for _, it := range l.Metadata {
+		b = appendBytes(appendString(b, it.Key), it.Value)
+	}
+	return b
 }
 
 // DecodeLane decodes the lane AppendLane wrote as the whole of data. It
@@ -87,6 +100,23 @@ func DecodeLane(data []byte) (Lane, error) {
 		*field = flags&(1<<i) != 0
 	}
 	l.Queue = r.queue()
+	switch r.byte() {
+	case 0:
+	case 1:
+		l.ModelOverride = &ModelOverride{Model: r.string(), Provider: r.string(), BaseURL: r.string()}
+	default:
+		r.fail("bad model override")
+	}
+	if n := r.uvarint(); n > 0 && r.err == nil {
+		l.Metadata = make([]MetadataItem, 0, min(n-1, uint64(len(r.b))))
+		for range n - 1 {
+			if r.err != nil {
+				break
+			}
+			key := r.string()
+			l.Metadata = append(l.Metadata, MetadataItem{Key: key, Value: r.bytes()})
+		}
+	}
 	switch {
 	case r.err != nil:
 		return Lane{}, r.err

@@ -11,7 +11,7 @@ import (
 // version is discarded and the lane folded from its first event, so a
 // changed rule reaches every lane. TestLaneSchemaGolden fails when Lane's
 // fields change while this stays the same.
-const LaneSchemaVersion = 2
+const LaneSchemaVersion = 3
 
 // ErrSnapshotSchema: a snapshot was written with another LaneSchemaVersion
 // (or is not a lane snapshot at all) and cannot be read.
