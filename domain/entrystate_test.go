@@ -50,7 +50,9 @@ func TestLane_SetModelOverride(t *testing.T) {
 
 func TestLane_SetEntryMetadata(t *testing.T) {
 	set := func(key, value string) func(domain.Lane) ([]events.Event, error) {
-		return func(l domain.Lane) ([]events.Event, error) { return l.SetEntryMetadata(key, json.RawMessage(value), t0) }
+		return func(l domain.Lane) ([]events.Event, error) {
+			return l.SetEntryMetadata(key, json.RawMessage(value), t0)
+		}
 	}
 	full := []events.Event{created(t0)}
 	for i := range domain.MaxMetadataKeys {
