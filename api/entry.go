@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"time"
 
 	"hermes/domain"
@@ -58,6 +59,10 @@ type Entry struct {
 	OpenTurnID        *string   `json:"open_turn_id"`
 	TurnStartedAt     Timestamp `json:"turn_started_at"`
 	HadActivity       bool      `json:"had_activity"`
+	// ModelOverride and Metadata are the session's entry state (Hermes'
+	// SessionEntry.model_override and .metadata, since d7f5acb9).
+	ModelOverride *modelOverrideJSON         `json:"model_override"`
+	Metadata      map[string]json.RawMessage `json:"metadata"`
 }
 
 // Source is a lane's origin as the API answers it (Hermes'
@@ -134,6 +139,8 @@ func NewEntry(l domain.Lane, version uint64) Entry {
 		OpenTurnID:         nullable(l.OpenTurnID),
 		TurnStartedAt:      Timestamp(l.TurnStartedAt),
 		HadActivity:        l.HadActivity,
+		ModelOverride:      newModelOverrideAnswer(l).ModelOverride,
+		Metadata:           newEntryMetadataAnswer(l).Metadata,
 	}
 }
 

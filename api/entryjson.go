@@ -110,7 +110,14 @@ func (e Entry) appendJSON(b []byte) ([]byte, bool) {
 	optional(`,"open_turn_id":`, e.OpenTurnID)
 	stamp(`,"turn_started_at":`, e.TurnStartedAt)
 	flag(`,"had_activity":`, e.HadActivity)
-	return append(b, '}'), ok
+	// An entry with a session state goes through encoding/json.
+	if e.ModelOverride != nil || len(e.Metadata) > 0 {
+		return b, false
+	}
+	if e.Metadata == nil {
+		return append(b, `,"model_override":null,"metadata":null}`...), ok
+	}
+	return append(b, `,"model_override":null,"metadata":{}}`...), ok
 }
 
 // appendJSON appends s as json.Marshal writes it (omitempty included), or

@@ -71,11 +71,7 @@ func (s *Server) setModelOverride(w http.ResponseWriter, r *http.Request, key se
 		o = &domain.ModelOverride{Model: m.Model, Provider: m.Provider, BaseURL: m.BaseURL}
 	}
 	res, err := s.Commands.SetModelOverride(r.Context(), commands.SetModelOverride{Key: string(key), Override: o, CommandID: commandID(r)})
-	if err != nil {
-		return err
-	}
-	s.wrote(res.Position)
-	return respond(w, newModelOverrideAnswer(res.Lane))
+	return s.laneDone(w, res, err)
 }
 
 type entryMetadataAnswer struct {
@@ -124,11 +120,7 @@ func (s *Server) setEntryMetadata(w http.ResponseWriter, r *http.Request, key se
 	res, err := s.Commands.SetEntryMetadata(r.Context(), commands.SetEntryMetadata{
 		Key: string(key), MetaKey: metaKey, Value: json.RawMessage(req.Value), CommandID: commandID(r),
 	})
-	if err != nil {
-		return err
-	}
-	s.wrote(res.Position)
-	return respond(w, newEntryMetadataAnswer(res.Lane))
+	return s.laneDone(w, res, err)
 }
 
 // existingLane is the lane of key folded from the log; 404 when it has

@@ -50,6 +50,14 @@ func TestModelOverrideRoutes(t *testing.T) {
 	if diff := cmp.Diff(want, got.ModelOverride); diff != "" {
 		t.Errorf("GET override (-want +got):\n%s", diff)
 	}
+	var entryState struct {
+		ModelOverride map[string]string          `json:"model_override"`
+		Metadata      map[string]json.RawMessage `json:"metadata"`
+	}
+	h.call("GET", lane(key, ""), nil, http.StatusOK, &entryState)
+	if diff := cmp.Diff(want, entryState.ModelOverride); diff != "" || entryState.Metadata == nil || len(entryState.Metadata) != 0 {
+		t.Errorf("GET lane: model_override (-want +got):\n%s\nmetadata %v, want {}", diff, entryState.Metadata)
+	}
 
 	for name, body := range map[string]any{
 		"a credential":       map[string]any{"model_override": map[string]string{"model": "m", "api_key": "sk-secret"}},
@@ -101,8 +109,14 @@ func TestEntryMetadataRoutes(t *testing.T) {
 	if diff := cmp.Diff(want, got.Metadata, cmp.Transformer("s", func(b json.RawMessage) string { return string(b) })); diff != "" {
 		t.Errorf("GET metadata (-want +got):\n%s", diff)
 	}
-	var after entry
+	var after struct {
+		entry
+		Metadata map[string]json.RawMessage `json:"metadata"`
+	}
 	h.call("GET", lane(key, ""), nil, http.StatusOK, &after)
+	if diff := cmp.Diff(want, after.Metadata, cmp.Transformer("s", func(b json.RawMessage) string { return string(b) })); diff != "" {
+		t.Errorf("GET lane metadata, from the read model (-want +got):\n%s", diff)
+	}
 	if !after.UpdatedAt.Equal(before.UpdatedAt) {
 		t.Errorf("updated_at %v -> %v after metadata writes, want unchanged (not activity)", before.UpdatedAt, after.UpdatedAt)
 	}
