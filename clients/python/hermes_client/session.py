@@ -1206,8 +1206,32 @@ class SessionStore:
             return len(self._entries) > 1
         return self._db.session_count() > 1
 
-    def get_or_create_session(self, source: SessionSource, force_new: bool = False) -> SessionEntry:
+    def get_or_create_session(self, source: SessionSource, force_new: bool = False,
+                              touch_activity: bool = True) -> SessionEntry:
+        """touch_activity=False (Hermes d7f5acb9: an internal turn that must
+        not make the lane look active) returns the live lane as it is when
+        hermes would neither reset it nor create one; otherwise it resolves
+        as a message does (hermes' resolve records the activity)."""
+        if not touch_activity and not force_new:
+            entry = self._quiet_lookup(source)
+            if entry is not None:
+                return entry
         return self.resolve(source, force_new)["entry"]
+
+    def _quiet_lookup(self, source: SessionSource) -> Optional[SessionEntry]:
+        """The lane of source when a resolve would keep its session, else
+        None."""
+        self._begin()
+        key = self._generate_session_key(source)
+        entry = self._entries.get(key)
+        if entry is None or entry.suspended:
+            return None
+        try:
+            if self._should_reset(entry, source) is not None:
+                return None
+        except HermesError:
+            return None
+        return entry
 
     def resolve(self, source: SessionSource, force_new: bool = False) -> Dict[str, Any]:
         """get_or_create_session with hermes' whole answer: ``entry``
@@ -1219,7 +1243,13 @@ class SessionStore:
         res["entry"] = self._adopt(res["entry"])
         return res
 
-    def update_session(self, session_key: str, last_prompt_tokens: int = None) -> None:
+    def update_session(self, session_key: str, last_prompt_tokens: int = None,
+                       touch_activity: bool = True) -> None:
+        """touch_activity=False with no token count changes nothing; with
+        one, hermes records it as a touch (its touch moves updated_at: the
+        difference is in docs/COMPATIBILITY.md)."""
+        if not touch_activity and last_prompt_tokens is None:
+            return
         self._begin()
         body = {} if last_prompt_tokens is None else {"last_prompt_tokens": int(last_prompt_tokens)}
         try:
@@ -1337,13 +1367,20 @@ class SessionStore:
             # Hermes logs and carries on; so does the client, louder.
             logger.warning("hermes: append to %s failed: %s", session_id, e)
 
-    def rewrite_transcript(self, session_id: str, messages: List[Dict[str, Any]]) -> None:
+    def rewrite_transcript(self, session_id: str, messages: List[Dict[str, Any]],
+                           active_only: bool = False) -> bool:
+        """Replaces the transcript; True when the write landed (Hermes
+        d7f5acb9's answer, which /compress and hygiene check). hermes
+        replaces every message: active_only (keep Hermes' soft-archived
+        rows) is accepted and not distinguished (docs/COMPATIBILITY.md)."""
         if self._db is None:
-            return
+            return True
         try:
             self._db.replace_messages(session_id, messages)
+            return True
         except HermesError as e:
             logger.warning("hermes: rewrite of %s failed: %s", session_id, e)
+            return False
 
     def load_transcript(self, session_id: str) -> List[Dict[str, Any]]:
         if self._db is None:

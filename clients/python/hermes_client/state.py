@@ -9,6 +9,7 @@ exceptions; what hermes does differently is in docs/COMPATIBILITY.md.
 from __future__ import annotations
 
 import json
+import threading
 import logging
 import re
 from pathlib import Path
@@ -53,6 +54,9 @@ def _wire_message(msg: Dict[str, Any]) -> Dict[str, Any]:
     if "role" not in out:
         out["role"] = "unknown"
     return out
+
+
+_HYGIENE_LOCK = threading.Lock()
 
 
 class SessionDB:
@@ -469,6 +473,33 @@ class SessionDB:
 
     def set_meta(self, key: str, value: str) -> None:
         self._http.put(self._p("meta", key), {"value": "" if value is None else str(value)})
+
+    # -- gateway hygiene streaks (Hermes d7f5acb9's gateway_hygiene_state) --
+
+    def increment_hygiene_failure_streak(self, session_key: str) -> int:
+        """One more failed session-hygiene compression of the chat; the new
+        streak. Kept as the meta value ``hygiene_failure_streak:<key>`` (in
+        the log); increments are serialised in this process, not across
+        processes (docs/COMPATIBILITY.md)."""
+        if not session_key:
+            return 1
+        meta = "hygiene_failure_streak:" + session_key
+        with _HYGIENE_LOCK:
+            try:
+                streak = int(self.get_meta(meta) or 0) + 1
+            except (TypeError, ValueError):
+                streak = 1
+            self.set_meta(meta, str(streak))
+        return streak
+
+    def reset_hygiene_failure_streak(self, session_key: str) -> None:
+        """The chat's hygiene compression worked: its streak is 0."""
+        if not session_key:
+            return
+        with _HYGIENE_LOCK:
+            meta = "hygiene_failure_streak:" + session_key
+            if self.get_meta(meta):
+                self.set_meta(meta, "")
 
     # -- Telegram DM topic mode -------------------------------------------
 

@@ -120,7 +120,7 @@ class FakeAgent:
         return old
 
     def _compress_context(self, messages, system_message, *, approx_tokens=None, task_id="default",
-                          focus_topic=None, force=False):
+                          focus_topic=None, force=False, **_later):  # d7f5acb9 adds commit_fence
         old = self._split()
         summary = {"role": "user", "content": f"[summary of {len(messages)} messages of {old}]"}
         tail = [m for m in messages if m.get("role") in ("user", "assistant")][-2:]
@@ -191,10 +191,10 @@ class FakeTelegram(BasePlatformAdapter):
         emit(ev="topic_created", chat_id=str(chat_id), name=name, thread_id=str(self.next_topic))
         return self.next_topic
 
-    async def connect(self):
+    async def connect(self, *args, **kwargs):  # d7f5acb9 passes is_reconnect
         return True
 
-    async def disconnect(self):
+    async def disconnect(self, *args, **kwargs):
         return None
 
     async def send(self, chat_id, content, reply_to=None, metadata=None, **kwargs):

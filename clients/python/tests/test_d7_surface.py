@@ -10,7 +10,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from hermes_harness import Server  # noqa: E402
 
-from hermes_client import SessionSource, SessionStore  # noqa: E402
+from hermes_client import SessionDB, SessionSource, SessionStore  # noqa: E402
 
 
 def setUpModule():
@@ -199,6 +199,19 @@ class SmallMethodsTest(unittest.TestCase):
         n = len(SERVER.events(e.session_key))
         self.assertIs(self.store.advance_compression_session(e.session_key, old, "20990101_000000_cccccccc"), moved)
         self.assertEqual(len(SERVER.events(e.session_key)), n)
+
+
+class HygieneStreakTest(unittest.TestCase):
+    def test_streaks_survive_a_restart_and_reset(self):
+        db = SessionDB(base_url=SERVER.url)
+        key = key_of("hy1")
+        self.assertEqual(db.increment_hygiene_failure_streak(key), 1)
+        self.assertEqual(db.increment_hygiene_failure_streak(key), 2)
+        again = SessionDB(base_url=SERVER.url)  # a restarted gateway
+        self.assertEqual(again.increment_hygiene_failure_streak(key), 3)
+        again.reset_hygiene_failure_streak(key)
+        self.assertEqual(db.increment_hygiene_failure_streak(key), 1)
+        self.assertEqual(db.increment_hygiene_failure_streak(key_of("hy2")), 1)
 
 
 if __name__ == "__main__":
