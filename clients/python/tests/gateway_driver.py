@@ -138,12 +138,13 @@ class FakeAgent:
         # AIAgent writes the user's message to the SessionDB as its turn
         # starts, the rest as it goes.
         db.append_message(self.session_id, "user", text)
-        last_user = next((m.get("content") or "" for m in reversed(history) if m.get("role") == "user"), "")
         resuming = text.startswith("[System note:")
         # "#hang": a long tool call, until the gateway interrupts it (or the
         # process dies). "#stuck": the same, and again on every resume of
-        # the conversation (a stuck loop).
-        if "#hang" in text or "#stuck" in text or (resuming and "#stuck" in str(last_user)):
+        # the conversation (a stuck loop), however many resume notes the
+        # gateway stored after it (d7f5acb9 keeps each resumed turn's note).
+        stuck_before = any("#stuck" in str(m.get("content") or "") for m in history if m.get("role") == "user")
+        if "#hang" in text or "#stuck" in text or (resuming and stuck_before):
             while not self._interrupt.wait(0.05):
                 pass
             return {"final_response": None, "messages": history + [user], "interrupted": True,
