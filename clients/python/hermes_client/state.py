@@ -67,6 +67,11 @@ class SessionDB:
     else http://127.0.0.1:8642) with ``token`` (default ``HERMES_API_TOKEN``).
     """
 
+    # Hermes' FTS-rebuild pacing (d7f5acb9), which its tests and tools set:
+    # hermes maintains its own indexes, so they change nothing here.
+    _FTS_REBUILD_MIN_PAUSE = 0.0
+    _FTS_REBUILD_DUTY_FACTOR = 0.0
+
     MAX_TITLE_LENGTH = MAX_TITLE_LENGTH
 
     def __init__(self, db_path: Optional[Path] = None, read_only: bool = False, *,
