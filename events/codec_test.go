@@ -656,3 +656,22 @@ func BenchmarkEncodeMessage(b *testing.B) {
 		}
 	}
 }
+
+// TestErasureTypes: IsErasureType names exactly the types whose events are
+// erasures, over every persisted type (decoded from its golden file).
+func TestErasureTypes(t *testing.T) {
+	for _, typ := range allTypes {
+		data, err := os.ReadFile(filepath.Join("testdata", typ+".golden"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := events.Decode(typ, data)
+		if err != nil {
+			t.Fatalf("Decode(%s) error = %v", typ, err)
+		}
+		_, erasure := e.(events.Erasure)
+		if got := events.IsErasureType(typ); got != erasure {
+			t.Errorf("IsErasureType(%s) = %v, want %v (the event is an Erasure: %v)", typ, got, erasure, erasure)
+		}
+	}
+}

@@ -37,6 +37,18 @@ const (
 	ErasurePerson    = "person"
 )
 
+// IsErasureType reports whether events of the persisted type typ are
+// [Erasure]s: a store that writes records without decoding every one
+// (events.RecordStore) decodes only these. TestErasureTypes checks it
+// against every type the codec knows.
+func IsErasureType(typ string) bool {
+	switch typ {
+	case TypeTranscriptErased, TypeLaneErased, TypeErasureCompleted, TypeTopicsErased:
+		return true
+	}
+	return false
+}
+
 // Erasure is an event that erases content of the events before it in its
 // own stream. A store that implements [Eraser] rewrites those events, in
 // the same transaction as the append of the erasure, to what Erase returns:
@@ -48,13 +60,14 @@ type Erasure interface {
 	Erase(earlier Event) (Event, bool)
 }
 
-// Eraser is the optional part of a [Store] that can erase in place. Its
-// Append honours every [Erasure] it appends: when Append returns, the
-// content the erasure names is no longer in the log's live rows, and
-// Purge makes it unreadable from every file of the store (page images kept
-// by a write-ahead log, freed pages). A store without in-place erasure
-// (KurrentDB) implements erasure with stream deletion and scavenging
-// instead; see docs/ERASURE.md.
+// Eraser is the optional part of a [Store] that can erase. Its Append
+// honours every [Erasure] it appends: when Append returns, the content the
+// erasure names is no longer readable from the log (the embedded and
+// PostgreSQL stores rewrite the events in place; KurrentDB, which cannot,
+// destroys the keys that sealed it: [PersonalClass]), and Purge makes it
+// unreadable from every file of the store (page images kept by a
+// write-ahead log, freed pages, a KurrentDB node's chunks after a
+// scavenge); see docs/ERASURE.md.
 type Eraser interface {
 	// Purge removes the erased content from every file of the store: after
 	// it returns nil, no byte of any file holds what an erasure appended

@@ -73,7 +73,8 @@ func (d *duties) stop() {
 // becomeReady starts the background duties on bg and turns /readyz ready:
 // the singleton duties (directly on a single node; with several nodes on
 // one store, the cluster loop runs them while this node leads, and keeps
-// the node's own lease and the adoption rule, leases.go), the periodic
+// the node's own lease and the adoption rule, leases.go, and the purge of
+// this node's files after other nodes' erasures, erasurefollow.go), the periodic
 // backups, the quick check of read models too big to check before ready,
 // and the sweep of damaged read models past their retention. When the stop
 // began meanwhile it starts nothing and stays not ready.
@@ -93,13 +94,19 @@ func (rt *runtime) becomeReady(bg *duties) error {
 		started = bg.start("cluster", func(ctx context.Context, log *slog.Logger) {
 			c := &cluster{rt: rt, router: router, ttl: rt.cfg.Node.Lease, log: log}
 			c.run(ctx)
-		})
+		}) && bg.start("erasures", rt.followErasures)
 	}
 	started = started &&
 		bg.start("backup", rt.backupEvery) &&
 		bg.start("heal", func(ctx context.Context, log *slog.Logger) {
-			checkLater(ctx, log, rt.home.LanesDB(), "lanes.db", rt.startCheckMax)
-			checkLater(ctx, log, rt.home.StateDB(), "state.db", rt.startCheckMax)
+			lanes := checkLater(ctx, log, rt.home.LanesDB(), "lanes.db", rt.startCheckMax)
+			state := checkLater(ctx, log, rt.home.StateDB(), "state.db", rt.startCheckMax)
+			if lanes || state {
+				select { // run heals them (healing.go)
+				case rt.damageFound <- struct{}{}:
+				default:
+				}
+			}
 		}) &&
 		bg.start("sweep", func(ctx context.Context, log *slog.Logger) {
 			tick := time.NewTicker(time.Hour)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 
-	"hermes/adapters/hooks"
 	"hermes/api"
 	"hermes/commands"
 )
@@ -67,28 +66,20 @@ func (rt *runtime) purgeLive(ctx context.Context) error {
 
 // purgeFiles is purge once the read models have applied the erasures.
 func (rt *runtime) purgeFiles(ctx context.Context) error {
-	// The embedded store rewrites erased events in place and purges its
-	// files; a store without that capability (KurrentDB) is documented in
-	// docs/ERASURE.md: its transcript streams are deleted and scavenged.
+	// The embedded and PostgreSQL stores rewrite erased events in place
+	// and purge their files; KurrentDB destroyed the erased content's keys
+	// in the erasure's append and scavenges its nodes (docs/ERASURE.md).
 	if rt.eraser != nil {
 		if err := rt.eraser.Purge(ctx); err != nil {
 			return fmt.Errorf("purge: %w", err)
 		}
 	} else {
-		// Said at every purge (each erasure, each start): on this store an
-		// erasure is not complete, and the operator must know it.
-		rt.log.Warn("this event store cannot erase in place: what an erasure removed from the read models stays in the store's log (docs/ERASURE.md, KurrentDB)")
+		// Said at every purge (each erasure, each start): on a store that
+		// cannot erase, an erasure is not complete, and the operator must
+		// know it. Every store hermes ships erases.
+		rt.log.Warn("this event store cannot erase: what an erasure removed from the read models stays in the store's log (docs/ERASURE.md)")
 	}
-	if err := rt.models.state().Purge(ctx); err != nil {
-		return fmt.Errorf("purge: %w", err)
-	}
-	if err := rt.models.lanes().Purge(ctx); err != nil {
-		return fmt.Errorf("purge: %w", err)
-	}
-	if _, err := hooks.ScrubPoisonLog(ctx, rt.home.HermesDir(), rt.raw); err != nil {
-		return fmt.Errorf("purge: %w", err)
-	}
-	return nil
+	return rt.purgeNodeFiles(ctx)
 }
 
 // recoverErasures finishes the person erasures a crash interrupted (their

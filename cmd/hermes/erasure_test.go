@@ -39,6 +39,14 @@ func newErasureFixture(t *testing.T, home string, args ...string) *erasureFixtur
 	t.Helper()
 	f := &erasureFixture{transcript: ondisk.RandomMarker(t, "tmark"), lane: ondisk.RandomMarker(t, "lmark"), userID: "u-" + ondisk.RandomMarker(t, "")[:8]}
 	f.s = startServer(t, home, nil, args...)
+	f.fill(t)
+	f.snapshot(t, home)
+	return f
+}
+
+// fill writes the fixture's lane and transcript through f.s.
+func (f *erasureFixture) fill(t *testing.T) {
+	t.Helper()
 	source := map[string]any{"platform": "telegram", "chat_id": "c-" + f.userID, "chat_type": "dm",
 		"user_id": f.userID, "user_name": "Ada " + f.lane}
 	var r resolved
@@ -56,8 +64,6 @@ func newErasureFixture(t *testing.T, home string, args ...string) *erasureFixtur
 		t.Fatalf("queue/next = %d", status)
 	}
 	f.s.must("POST", lane+"/queue", map[string]any{"text": "pending " + f.lane, "kind": "queue"}, nil)
-	f.snapshot(t, home)
-	return f
 }
 
 // snapshot gives the lane a snapshot holding the lane marker, written

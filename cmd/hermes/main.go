@@ -85,7 +85,9 @@ func newRootCommand() *cobra.Command {
 		newRestoreCommand(g),
 		newConfigCommand(g),
 		newImportCommand(g),
+		newExportCommand(g),
 		newForgetCommand(g),
+		newStoreCommand(g),
 	)
 	return root
 }

@@ -32,7 +32,7 @@ var (
 // v2: token and cost sums are bounded (domain/clamp.go) and the agent's raw
 // JSON is valid text, so a row an older build overflowed, made infinite or
 // stored with invalid UTF-8 is rebuilt.
-const Name = "transcripts.v2"
+const Name = "transcripts.v3"
 
 // SchemaVersion is the Hermes schema version written to schema_version.
 const SchemaVersion = 11

@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) events.Store) {
 		{"SlowSubscriberDoesNotBlockAppends", testSlowSubscriber},
 		{"SubscriptionEnds", testSubscriptionEnds},
 		{"Snapshots", testSnapshots},
+		{"Records", testRecords},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,14 +31,43 @@ func (s *Store) Append(ctx context.Context, stream string, expected events.Expec
 	if err != nil {
 		return events.AppendResult{}, fmt.Errorf("append %s: %w", stream, err)
 	}
-	// The ids are looked for first: the server de-duplicates only a retry
-	// that carries its original expected revision.
-	if res, current, done, err := s.checkStored(ctx, stream, expected, proposed); done || err != nil {
+	plan := planSeal(proposed)
+	for attempt := 0; ; attempt++ {
+		// The ids are looked for first: the server de-duplicates only a
+		// retry that carries its original expected revision.
+		res, current, tail, done, err := s.checkStored(ctx, stream, expected, proposed)
+		if done || err != nil {
+			return res, err
+		} else if !expected.Matches(current) {
+			return events.AppendResult{}, &events.WrongVersionError{Stream: stream, Expected: expected, Actual: current}
+		}
+		if !plan.needed() {
+			return s.write(ctx, stream, expected, data, proposed)
+		}
+		// Sealed content goes at an exact revision (seal's rule); an append
+		// at any version retries on a race with another writer.
+		exact := expected
+		if expected.IsAny() {
+			exact = events.ExactVersion(current)
+		}
+		sealed, err := s.seal(ctx, stream, proposed, data, plan, current, tail)
+		if err != nil {
+			return events.AppendResult{}, fmt.Errorf("append %s: %w", stream, err)
+		}
+		res, err = s.write(ctx, stream, exact, sealed, proposed)
+		if expected.IsAny() && errors.Is(err, events.ErrWrongExpectedVersion) && attempt < anyRetries {
+			continue
+		}
 		return res, err
-	} else if !expected.Matches(current) {
-		return events.AppendResult{}, &events.WrongVersionError{Stream: stream, Expected: expected, Actual: current}
 	}
+}
 
+// anyRetries bounds the retries of an append at any version that seals
+// content and lost a race.
+const anyRetries = 16
+
+// write appends data at expected (already checked against the tail).
+func (s *Store) write(ctx context.Context, stream string, expected events.ExpectedVersion, data []esdb.EventData, proposed []events.Proposed) (events.AppendResult, error) {
 	opts := esdb.AppendToStreamOptions{ExpectedRevision: esdb.Any{}}
 	if v, ok := expected.Exact(); ok {
 		opts.ExpectedRevision = esdb.Revision(v - 1)
@@ -46,7 +75,7 @@ func (s *Store) Append(ctx context.Context, stream string, expected events.Expec
 		opts.ExpectedRevision = esdb.NoStream{}
 	}
 	var wr *esdb.WriteResult
-	err = s.do(ctx, func(c *esdb.Client) error {
+	err := s.do(ctx, func(c *esdb.Client) error {
 		var err error
 		wr, err = c.AppendToStream(ctx, s.serverName(stream), opts, data...)
 		return err
@@ -55,7 +84,7 @@ func (s *Store) Append(ctx context.Context, stream string, expected events.Expec
 	switch {
 	case errors.As(err, &e) && e.Code() == esdb.ErrorCodeWrongExpectedVersion:
 		// A racing writer may have written these very ids.
-		res, current, done, cerr := s.checkStored(ctx, stream, expected, proposed)
+		res, current, _, done, cerr := s.checkStored(ctx, stream, expected, proposed)
 		if done || cerr != nil {
 			return res, cerr
 		}
@@ -136,13 +165,13 @@ func encode(stream string, proposed []events.Proposed) ([]esdb.EventData, error)
 // It runs before every append, so it reads only what it compares (ids,
 // revisions, positions) and decodes no payload: decoding the window's
 // events cost more than the rest of the append.
-func (s *Store) checkStored(ctx context.Context, stream string, expected events.ExpectedVersion, proposed []events.Proposed) (res events.AppendResult, current uint64, done bool, err error) {
-	tail, err := s.recent(ctx, stream, duplicateWindow)
+func (s *Store) checkStored(ctx context.Context, stream string, expected events.ExpectedVersion, proposed []events.Proposed) (res events.AppendResult, current uint64, tail []stored, done bool, err error) {
+	tail, err = s.recent(ctx, stream, duplicateWindow)
 	if errors.Is(err, events.ErrStreamNotFound) {
-		return events.AppendResult{}, 0, false, nil
+		return events.AppendResult{}, 0, nil, false, nil
 	}
 	if err != nil {
-		return events.AppendResult{}, 0, false, fmt.Errorf("append %s: %w", stream, err)
+		return events.AppendResult{}, 0, nil, false, fmt.Errorf("append %s: %w", stream, err)
 	}
 	current = tail[0].version
 	byID := make(map[string]stored, len(tail))
@@ -159,16 +188,16 @@ func (s *Store) checkStored(ctx context.Context, stream string, expected events.
 	}
 	switch {
 	case found == len(proposed):
-		return res, current, true, nil
+		return res, current, tail, true, nil
 	case found > 0:
-		return events.AppendResult{}, current, true, fmt.Errorf("append %s: %w: %d of %d ids are already stored", stream, events.ErrInvalidAppend, found, len(proposed))
+		return events.AppendResult{}, current, tail, true, fmt.Errorf("append %s: %w: %d of %d ids are already stored", stream, events.ErrInvalidAppend, found, len(proposed))
 	}
-	return events.AppendResult{}, current, false, nil
+	return events.AppendResult{}, current, tail, false, nil
 }
 
 // stored is where an event of a stream is, without its payload.
 type stored struct {
-	id                string
+	id, typ           string
 	version, position uint64
 }
 
@@ -193,7 +222,7 @@ func (s *Store) recent(ctx context.Context, stream string, count int) ([]stored,
 				return err
 			}
 			if r := ev.OriginalEvent(); r != nil {
-				out = append(out, stored{id: r.EventID.String(), version: r.EventNumber + 1, position: r.Position.Commit})
+				out = append(out, stored{id: r.EventID.String(), typ: r.EventType, version: r.EventNumber + 1, position: r.Position.Commit})
 			}
 		}
 	})

@@ -26,6 +26,12 @@
 //     stream-prefix filter; when the connection drops they resubscribe from
 //     the last delivered event (or checkpoint), so consumers see no gap and
 //     no duplicate.
+//   - Erasure ([events.Eraser]) is crypto-shredding (seal.go): an event
+//     with personal content is stored as its erased form plus the whole
+//     event sealed (AES-256-GCM) under a key of its (stream, class), kept
+//     in a key stream outside hermes' streams; an erasure appends a new key
+//     and truncates the older ones away, and Purge scavenges every node
+//     through the operations service (scavenge.go). See docs/ERASURE.md.
 //
 // It must not hold state that another node could contradict: every
 // decision goes to the server with an expected revision.

@@ -12,15 +12,34 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 )
 
-// envelope decodes a recorded event of stream (its hermes name).
-func envelope(stream string, r *esdb.RecordedEvent) (events.Envelope, error) {
-	var md events.Metadata
-	if len(r.UserMetadata) > 0 {
-		if err := json.Unmarshal(r.UserMetadata, &md); err != nil {
+// envelope decodes a recorded event of stream (its hermes name), opening
+// it with kr when it is sealed (seal.go). An event a copy wrote
+// (record.go) has its source's time.
+func (kr *keyring) envelope(stream string, r *esdb.RecordedEvent) (events.Envelope, error) {
+	var md storedMetadata
+	meta, at, copied := splitRecordedAt(r.UserMetadata)
+	if !copied {
+		at = r.CreatedDate
+	}
+	if len(meta) > 0 {
+		if err := json.Unmarshal(meta, &md); err != nil {
 			return events.Envelope{}, fmt.Errorf("event %s@%d metadata: %w", r.StreamID, r.EventNumber, err)
 		}
 	}
-	e, err := events.Decode(r.EventType, r.Data)
+	var e events.Event
+	var err error
+	if md.Sealed != nil {
+		var erasedBy string
+		e, erasedBy, err = kr.open(r.StreamID, r, md.Sealed, md.Shadow, stream)
+		if erasedBy != "" {
+			md.Redacted = erasedBy
+		}
+	} else {
+		e, err = events.Decode(r.EventType, r.Data)
+		if err == nil {
+			kr.s.notePlaintext(r, e)
+		}
+	}
 	if err != nil {
 		return events.Envelope{}, fmt.Errorf("event %s@%d: %w", r.StreamID, r.EventNumber, err)
 	}
@@ -30,8 +49,8 @@ func envelope(stream string, r *esdb.RecordedEvent) (events.Envelope, error) {
 		Position:   r.Position.Commit,
 		ID:         r.EventID.String(),
 		Type:       r.EventType,
-		RecordedAt: r.CreatedDate,
-		Metadata:   md,
+		RecordedAt: at,
+		Metadata:   md.Metadata,
 		Event:      e,
 	}, nil
 }
@@ -45,7 +64,7 @@ func notFound(err error) bool {
 // drain reads rs to its end, keeping what keep accepts (nil keeps all),
 // and stops after limit kept events (0: no limit). It returns how many
 // events the server sent.
-func (s *Store) drain(rs *esdb.ReadStream, limit int, keep func(*esdb.RecordedEvent) bool, out *[]events.Envelope) (int, error) {
+func (s *Store) drain(kr *keyring, rs *esdb.ReadStream, limit int, keep func(*esdb.RecordedEvent) bool, out *[]events.Envelope) (int, error) {
 	defer rs.Close()
 	sent := 0
 	for {
@@ -65,7 +84,7 @@ func (s *Store) drain(rs *esdb.ReadStream, limit int, keep func(*esdb.RecordedEv
 		if !ok {
 			continue
 		}
-		env, err := envelope(name, r)
+		env, err := kr.envelope(name, r)
 		if err != nil {
 			return sent, err
 		}
@@ -100,7 +119,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, coun
 		if err != nil {
 			return err
 		}
-		_, err = s.drain(rs, 0, nil, &out)
+		_, err = s.drain(s.newKeyring(ctx), rs, 0, nil, &out)
 		return err
 	})
 	switch {
@@ -139,7 +158,7 @@ func (s *Store) ReadAll(ctx context.Context, after uint64, count int) ([]events.
 			if err != nil {
 				return err
 			}
-			sent, err = s.drain(rs, 0, func(r *esdb.RecordedEvent) bool {
+			sent, err = s.drain(s.newKeyring(ctx), rs, 0, func(r *esdb.RecordedEvent) bool {
 				lastSeen = max(lastSeen, r.Position.Commit)
 				return r.Position.Commit > from
 			}, &page)
@@ -164,29 +183,31 @@ func (s *Store) ReadAll(ctx context.Context, after uint64, count int) ([]events.
 // Head returns the position of the last event of hermes' streams (0 when
 // there is none), reading $all backwards past system events.
 func (s *Store) Head(ctx context.Context) (uint64, error) {
-	var head uint64
 	var before esdb.AllPosition = esdb.End{}
 	for {
-		var page []events.Envelope
 		var sent int
-		var oldest uint64
+		var oldest, head uint64
+		var found bool
 		err := s.do(ctx, func(c *esdb.Client) error {
-			page, oldest = page[:0], 0
+			oldest, head, found = 0, 0, false
 			rs, err := c.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: before}, 64)
 			if err != nil {
 				return err
 			}
-			sent, err = s.drain(rs, 1, func(r *esdb.RecordedEvent) bool {
+			// Only positions are compared: nothing is decoded (or opened).
+			sent, err = s.drain(nil, rs, 0, func(r *esdb.RecordedEvent) bool {
 				oldest = r.Position.Commit
-				return true
-			}, &page)
+				if _, ok := s.hermesName(r.StreamID); ok && !found {
+					head, found = r.Position.Commit, true
+				}
+				return false
+			}, nil)
 			return err
 		})
 		if err != nil {
 			return 0, fmt.Errorf("head: %w", err)
 		}
-		if len(page) > 0 {
-			head = page[0].Position
+		if found {
 			return head, nil
 		}
 		if sent < 64 || oldest == 0 {
@@ -195,3 +216,25 @@ func (s *Store) Head(ctx context.Context) (uint64, error) {
 		before = esdb.Position{Commit: oldest, Prepare: oldest}
 	}
 }
+
+// notePlaintext counts an event read with personal content outside a seal:
+// written before crypto-shredding (seal.go), so no erasure can remove it
+// from the server. The first one is logged, with what to do.
+func (s *Store) notePlaintext(r *esdb.RecordedEvent, e events.Event) {
+	if class, _ := events.PersonalClass(e); class == "" {
+		return
+	}
+	s.plaintext.Add(1)
+	s.plaintextOnce.Do(func() {
+		if s.logger != nil {
+			s.logger.Warn("the KurrentDB log holds personal content written before crypto-shredding: an erasure cannot remove it from the server (docs/ERASURE.md, KurrentDB)",
+				"first", fmt.Sprintf("%s@%d", r.StreamID, r.EventNumber))
+		}
+	})
+}
+
+// PlaintextEvents is how many events this store has read (since it opened)
+// with personal content in plaintext, written before crypto-shredding.
+func (s *Store) PlaintextEvents() int64 { return s.plaintext.Load() }
+
+func isEOF(err error) bool { return errors.Is(err, io.EOF) }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"hermes/events"
@@ -24,10 +25,11 @@ var ErrClosed = errors.New("event store closed")
 // StreamPrefixes name hermes' streams: lanes, transcripts, the gateway
 // streams (gateway, gateway-<node>, and the gateways' run streams
 // gatewayrun-<gateway>), the lease streams (lease-<name>), state_meta
-// (meta) and Telegram's topic streams (telegram-<chat>). Reads of $all and
+// (meta), Telegram's topic streams (telegram-<chat>) and the person
+// erasures (erasures). Reads of $all and
 // subscriptions keep only these.
 var StreamPrefixes = []string{events.LanePrefix, events.TranscriptPrefix, events.GatewayStream, events.LeasePrefix,
-	events.MetaStream, events.TelegramPrefix}
+	events.MetaStream, events.TelegramPrefix, events.ErasureStream}
 
 // IsHermesStream reports whether stream is one of hermes' streams.
 func IsHermesStream(stream string) bool {
@@ -71,8 +73,19 @@ type Store struct {
 	// (v4.2.0 panics on an error that arrives after Close).
 	ops sync.WaitGroup
 	// stop ends subscriptions when the store closes.
-	stop     chan struct{}
-	stopOnce sync.Once
+	stop chan struct{}
+	// keys remembers the current key of the (stream, class) pairs this
+	// store appended to (seal.go); never logged.
+	keys keyCache
+	// plaintext counts the events read with personal content in
+	// plaintext (written before crypto-shredding); the first is logged.
+	plaintext     atomic.Int64
+	plaintextOnce sync.Once
+	// shreds counts the keys this store destroyed; purgedAt is its value
+	// at the last completed Purge (-1: never, so the first Purge
+	// scavenges). scavenge.go.
+	shreds, purgedAt atomic.Int64
+	stopOnce         sync.Once
 }
 
 // Option configures [Open].
@@ -99,6 +112,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{cfg: *cfg, stop: make(chan struct{})}
+	s.purgedAt.Store(-1)
 	for _, o := range opts {
 		o(s)
 	}

@@ -100,6 +100,7 @@ func (s *Store) followOnce(ctx context.Context, after *uint64, out chan<- events
 	}
 	defer sub.Close()
 	delivered := false
+	kr := s.newKeyring(ctx)
 	for {
 		ev := sub.Recv()
 		switch {
@@ -112,7 +113,7 @@ func (s *Store) followOnce(ctx context.Context, after *uint64, out chan<- events
 			if !ok {
 				continue
 			}
-			env, err := envelope(name, r)
+			env, err := kr.envelope(name, r)
 			if err != nil {
 				return delivered, err
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"hermes/events"
+	pgtest "hermes/testfixtures/postgres"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -82,8 +83,92 @@ func BenchmarkAppendNodes(b *testing.B) {
 			for i := range stores {
 				stores[i] = openAt(b, url)
 			}
+			walBefore := walSyncs(b)
+			stop := sampleWaits(b)
 			benchmarkAppend(b, stores, 16, func(g, i int) string { return fmt.Sprintf("lane-bench-%09d", i) })
+			waits := stop()
+			var tx int64
+			for _, s := range stores {
+				tx += s.stats.transactions.Load()
+			}
+			if tx > 0 {
+				b.ReportMetric(float64(walSyncs(b)-walBefore)/float64(tx), "wal-syncs/tx")
+			}
+			b.Logf("nodes=%d: where the store's busy connections were, sampled every 2 ms: %s", nodes, waits)
 		})
+	}
+}
+
+// walSyncs is the server's count of WAL syncs (pg_stat_wal).
+func walSyncs(b *testing.B) int64 {
+	b.Helper()
+	conn, err := pgx.Connect(context.Background(), pgtest.Shared(b).URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int64
+	if err := conn.QueryRow(context.Background(), "SELECT wal_sync FROM pg_stat_wal").Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// sampleWaits samples, until the returned function is called, what the
+// store's connections that are not idle are doing (pg_stat_activity:
+// running, or waiting on a lock, on I/O, for the client), and returns
+// the shares of the samples.
+func sampleWaits(b *testing.B) func() string {
+	b.Helper()
+	conn, err := pgx.Connect(context.Background(), pgtest.Shared(b).URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	counts := map[string]int{}
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			rows, err := conn.Query(context.Background(), `SELECT state, coalesce(wait_event_type, '') || ':' || coalesce(wait_event, ''), left(query, 30)
+				FROM pg_stat_activity WHERE application_name = 'hermes' AND state <> 'idle' AND pid <> pg_backend_pid()`)
+			if err != nil {
+				return
+			}
+			for rows.Next() {
+				var state, wait, query string
+				if rows.Scan(&state, &wait, &query) == nil {
+					if wait == ":" {
+						wait = "running"
+					}
+					counts[state+" "+wait+" ["+strings.Fields(query + " ?")[0]+"]"]++
+				}
+			}
+			rows.Close()
+		}
+	}()
+	return func() string {
+		close(done)
+		<-stopped
+		conn.Close(context.Background())
+		total := 0
+		keys := make([]string, 0, len(counts))
+		for k, n := range counts {
+			total += n
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, b string) int { return counts[b] - counts[a] })
+		var out []string
+		for _, k := range keys {
+			out = append(out, fmt.Sprintf("%s %.0f%%", k, 100*float64(counts[k])/float64(max(total, 1))))
+		}
+		return fmt.Sprintf("%d samples: %s", total, strings.Join(out, "; "))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"hermes/events"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // erase applies the erasures of the inserted requests inside the open
@@ -28,7 +29,7 @@ func (w *writer) erase(ctx context.Context, conn *pgx.Conn, reqs []*request) err
 			if row.erasure == nil {
 				continue
 			}
-			if err := w.eraseBefore(ctx, conn, r.stream, r.res.Versions[i], row); err != nil {
+			if _, err := eraseBefore(ctx, conn, &w.s.sql, r.stream, r.res.Versions[i], row); err != nil {
 				return fmt.Errorf("erase %s before version %d: %w", r.stream, r.res.Versions[i], err)
 			}
 			if _, err := conn.Exec(ctx, w.s.sql.eraseSnapshot, r.stream); err != nil {
@@ -42,10 +43,18 @@ func (w *writer) erase(ctx context.Context, conn *pgx.Conn, reqs []*request) err
 	return nil
 }
 
-func (w *writer) eraseBefore(ctx context.Context, conn *pgx.Conn, stream string, version uint64, x row) error {
-	rows, err := conn.Query(ctx, w.s.sql.eraseRead, stream, int64(version))
+// querier is what eraseBefore needs of a connection or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// eraseBefore rewrites the events of stream before version to what the
+// erasure x makes of them, and says how many it rewrote.
+func eraseBefore(ctx context.Context, conn querier, sql *statements, stream string, version uint64, x row) (int, error) {
+	rows, err := conn.Query(ctx, sql.eraseRead, stream, int64(version))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var positions []int64
 	var data, meta []string
@@ -54,14 +63,14 @@ func (w *writer) eraseBefore(ctx context.Context, conn *pgx.Conn, stream string,
 		var typ, d, m string
 		if err := rows.Scan(&position, &typ, &d, &m); err != nil {
 			rows.Close()
-			return err
+			return 0, err
 		}
 		e, err := events.Decode(typ, []byte(d))
 		if err != nil {
 			// An event this build cannot read may hold content: refuse
 			// rather than leave it behind.
 			rows.Close()
-			return fmt.Errorf("position %d: %w", position, err)
+			return 0, fmt.Errorf("position %d: %w", position, err)
 		}
 		erased, changed := x.erasure.Erase(e)
 		if !changed {
@@ -70,29 +79,29 @@ func (w *writer) eraseBefore(ctx context.Context, conn *pgx.Conn, stream string,
 		enc, err := events.Encode(erased)
 		if err != nil {
 			rows.Close()
-			return err
+			return 0, err
 		}
 		var md events.Metadata
 		if err := json.Unmarshal([]byte(m), &md); err != nil {
 			rows.Close()
-			return fmt.Errorf("position %d: metadata: %w", position, err)
+			return 0, fmt.Errorf("position %d: metadata: %w", position, err)
 		}
 		md.Redacted = x.id
 		mdEnc, err := json.Marshal(md)
 		if err != nil {
 			rows.Close()
-			return err
+			return 0, err
 		}
 		positions, data, meta = append(positions, position), append(data, string(enc)), append(meta, string(mdEnc))
 	}
 	if err := rows.Err(); err != nil {
-		return err
+		return 0, err
 	}
 	if len(positions) == 0 {
-		return nil
+		return 0, nil
 	}
-	_, err = conn.Exec(ctx, w.s.sql.eraseUpdate, positions, data, meta)
-	return err
+	_, err = conn.Exec(ctx, sql.eraseUpdate, positions, data, meta)
+	return len(positions), err
 }
 
 // purgePoll is how often Purge looks again while an older snapshot (a

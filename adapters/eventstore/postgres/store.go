@@ -419,6 +419,7 @@ type statements struct {
 	snapshotRead, snapshotEventID, snapshotErased string
 	snapshotWrite, snapshotDelete                 string
 	sequenceCache                                 string
+	positionOf                                    string
 }
 
 const columns = "position, stream, version, event_id, type, data, metadata, recorded_at"
@@ -468,6 +469,7 @@ func newStatements(schema string) statements {
 				event_id = excluded.event_id, data = excluded.data
 			WHERE excluded.version >= s.version OR excluded.schema_version <> s.schema_version`),
 		snapshotDelete: q("DELETE FROM {schema}.snapshots WHERE stream = $1"),
+		positionOf:     q("SELECT position FROM {schema}.events WHERE event_id = $1"),
 		sequenceCache: `SELECT s.seqcache FROM pg_sequence s
 			WHERE s.seqrelid = pg_get_serial_sequence($1, 'position')::regclass`,
 	}
