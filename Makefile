@@ -163,3 +163,17 @@ tidy:
 PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 test-python: build
 	HERMES_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m unittest discover -s clients/python/tests -v
+
+# test-python-d7 runs the GatewayRunner end-to-end test against Hermes at
+# d7f5acb9 (the newest pinned release), from a tree extracted into a temp
+# directory from a git mirror of hermes-agent: HERMES_AGENT_MIRROR=<its git
+# dir>. Without a mirror holding the commit it says so and skips; make test
+# keeps running the 5e01a5db one.
+.PHONY: test-python-d7
+HERMES_AGENT_D7 := d7f5acb94e4b1f23fcfa7d3212bbc6c1d487ce29
+test-python-d7: build
+	@if [ -z "$(HERMES_AGENT_MIRROR)" ] || ! git --git-dir="$(HERMES_AGENT_MIRROR)" cat-file -e "$(HERMES_AGENT_D7)^{commit}" 2>/dev/null; then \
+		echo "test-python-d7: skipped: set HERMES_AGENT_MIRROR to a hermes-agent git dir holding $(HERMES_AGENT_D7)"; exit 0; fi; \
+	tree=$$(mktemp -d); trap 'rm -rf "$$tree"' EXIT; \
+	git --git-dir="$(HERMES_AGENT_MIRROR)" archive "$(HERMES_AGENT_D7)" | tar -x -C "$$tree" && \
+	HERMES_AGENT_SRC="$$tree" HERMES_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m unittest clients/python/tests/test_gateway_e2e.py -v

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"time"
 
 	"hermes/domain"
@@ -58,34 +59,48 @@ type Entry struct {
 	OpenTurnID        *string   `json:"open_turn_id"`
 	TurnStartedAt     Timestamp `json:"turn_started_at"`
 	HadActivity       bool      `json:"had_activity"`
+	// ModelOverride and Metadata are the session's entry state (Hermes'
+	// SessionEntry.model_override and .metadata, since d7f5acb9).
+	ModelOverride *modelOverrideJSON         `json:"model_override"`
+	Metadata      map[string]json.RawMessage `json:"metadata"`
 }
 
 // Source is a lane's origin as the API answers it (Hermes'
 // SessionSource), mapped field by field from the domain's.
 type Source struct {
-	Platform       string `json:"platform"`
-	ChatID         string `json:"chat_id"`
-	ChatName       string `json:"chat_name,omitempty"`
-	ChatType       string `json:"chat_type"`
-	UserID         string `json:"user_id,omitempty"`
-	UserName       string `json:"user_name,omitempty"`
-	ThreadID       string `json:"thread_id,omitempty"`
-	ChatTopic      string `json:"chat_topic,omitempty"`
-	UserIDAlt      string `json:"user_id_alt,omitempty"`
-	ChatIDAlt      string `json:"chat_id_alt,omitempty"`
-	IsBot          bool   `json:"is_bot"`
+	Platform  string `json:"platform"`
+	ChatID    string `json:"chat_id"`
+	ChatName  string `json:"chat_name,omitempty"`
+	ChatType  string `json:"chat_type"`
+	UserID    string `json:"user_id,omitempty"`
+	UserName  string `json:"user_name,omitempty"`
+	ThreadID  string `json:"thread_id,omitempty"`
+	ChatTopic string `json:"chat_topic,omitempty"`
+	UserIDAlt string `json:"user_id_alt,omitempty"`
+	ChatIDAlt string `json:"chat_id_alt,omitempty"`
+	IsBot     bool   `json:"is_bot"`
+	// ScopeID and GuildID are the one scope under both of Hermes' names
+	// (scope_id, and guild_id its alias), as Hermes writes it.
+	ScopeID        string `json:"scope_id,omitempty"`
 	GuildID        string `json:"guild_id,omitempty"`
 	ParentChatID   string `json:"parent_chat_id,omitempty"`
 	MessageID      string `json:"message_id,omitempty"`
 	RoleAuthorized bool   `json:"role_authorized"`
+	Profile        string `json:"profile,omitempty"`
+	// AutoThreadCreated is written only when true, as Hermes does.
+	AutoThreadCreated     bool   `json:"auto_thread_created,omitempty"`
+	AutoThreadInitialName string `json:"auto_thread_initial_name,omitempty"`
+	ProspectiveThreadID   string `json:"prospective_thread_id,omitempty"`
 }
 
 func newSource(s domain.SessionSource) Source {
 	return Source{
 		Platform: s.Platform, ChatID: s.ChatID, ChatName: s.ChatName, ChatType: s.ChatType,
 		UserID: s.UserID, UserName: s.UserName, ThreadID: s.ThreadID, ChatTopic: s.ChatTopic,
-		UserIDAlt: s.UserIDAlt, ChatIDAlt: s.ChatIDAlt, IsBot: s.IsBot, GuildID: s.GuildID,
+		UserIDAlt: s.UserIDAlt, ChatIDAlt: s.ChatIDAlt, IsBot: s.IsBot, ScopeID: s.GuildID, GuildID: s.GuildID,
 		ParentChatID: s.ParentChatID, MessageID: s.MessageID, RoleAuthorized: s.RoleAuthorized,
+		Profile: s.Profile, AutoThreadCreated: s.AutoThreadCreated, AutoThreadInitialName: s.AutoThreadInitialName,
+		ProspectiveThreadID: s.ProspectiveThreadID,
 	}
 }
 
@@ -124,6 +139,8 @@ func NewEntry(l domain.Lane, version uint64) Entry {
 		OpenTurnID:         nullable(l.OpenTurnID),
 		TurnStartedAt:      Timestamp(l.TurnStartedAt),
 		HadActivity:        l.HadActivity,
+		ModelOverride:      newModelOverrideAnswer(l).ModelOverride,
+		Metadata:           newEntryMetadataAnswer(l).Metadata,
 	}
 }
 

@@ -110,7 +110,14 @@ func (e Entry) appendJSON(b []byte) ([]byte, bool) {
 	optional(`,"open_turn_id":`, e.OpenTurnID)
 	stamp(`,"turn_started_at":`, e.TurnStartedAt)
 	flag(`,"had_activity":`, e.HadActivity)
-	return append(b, '}'), ok
+	// An entry with a session state goes through encoding/json.
+	if e.ModelOverride != nil || len(e.Metadata) > 0 {
+		return b, false
+	}
+	if e.Metadata == nil {
+		return append(b, `,"model_override":null,"metadata":null}`...), ok
+	}
+	return append(b, `,"model_override":null,"metadata":{}}`...), ok
 }
 
 // appendJSON appends s as json.Marshal writes it (omitempty included), or
@@ -137,11 +144,18 @@ func (s Source) appendJSON(b []byte) ([]byte, bool) {
 	str(`,"chat_id_alt":`, s.ChatIDAlt, true)
 	b = append(b, `,"is_bot":`...)
 	b = strconv.AppendBool(b, s.IsBot)
+	str(`,"scope_id":`, s.ScopeID, true)
 	str(`,"guild_id":`, s.GuildID, true)
 	str(`,"parent_chat_id":`, s.ParentChatID, true)
 	str(`,"message_id":`, s.MessageID, true)
 	b = append(b, `,"role_authorized":`...)
 	b = strconv.AppendBool(b, s.RoleAuthorized)
+	str(`,"profile":`, s.Profile, true)
+	if s.AutoThreadCreated {
+		b = append(b, `,"auto_thread_created":true`...)
+	}
+	str(`,"auto_thread_initial_name":`, s.AutoThreadInitialName, true)
+	str(`,"prospective_thread_id":`, s.ProspectiveThreadID, true)
 	return append(b, '}'), ok
 }
 

@@ -494,6 +494,9 @@ type expiryAnswer struct {
 	Expired         bool    `json:"expired"`
 	Reason          *string `json:"reason"`
 	ExpiryFinalized bool    `json:"expiry_finalized"`
+	// Finalizable: the lane's reset policy ever expires a session (its
+	// mode is not none), Hermes' is_session_finalizable.
+	Finalizable bool `json:"finalizable"`
 }
 
 func (s *Server) laneExpiry(w http.ResponseWriter, r *http.Request, key sessionKey) error {
@@ -502,8 +505,9 @@ func (s *Server) laneExpiry(w http.ResponseWriter, r *http.Request, key sessionK
 		return err
 	}
 	reason := s.Commands.ExpiryReason(row.Lane)
+	policy := s.Commands.Config().Policies.For(row.Lane.Platform, row.Lane.ChatType)
 	return respond(w, expiryAnswer{SessionID: row.Lane.SessionID, Expired: reason != "", Reason: nullable(reason),
-		ExpiryFinalized: row.Lane.ExpiryFinalized})
+		ExpiryFinalized: row.Lane.ExpiryFinalized, Finalizable: policy.Mode != domain.ResetNone})
 }
 
 // expiredOnly keeps, with expired=true, the lanes whose session expired and

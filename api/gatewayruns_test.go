@@ -387,8 +387,12 @@ func TestLaneExpiryAndSessionKey(t *testing.T) {
 		Expired         bool    `json:"expired"`
 		Reason          *string `json:"reason"`
 		ExpiryFinalized bool    `json:"expiry_finalized"`
+		Finalizable     bool    `json:"finalizable"`
 	}
 	h.call("GET", lane(key, "/expiry"), nil, http.StatusOK, &exp)
+	if !exp.Finalizable {
+		t.Errorf("expiry under the default policy: finalizable false, want true (its mode is not none)")
+	}
 	if exp.Expired || exp.Reason != nil {
 		t.Errorf("a fresh lane's expiry = %+v, want not expired", exp)
 	}

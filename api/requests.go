@@ -250,6 +250,14 @@ type sourceRequest struct {
 	ParentChatID   string  `json:"parent_chat_id"`
 	MessageID      string  `json:"message_id"`
 	RoleAuthorized bool    `json:"role_authorized"`
+	// What Hermes sends since d7f5acb9: scope_id is the scope's name,
+	// guild_id its alias (Hermes writes both, equal); the profile a
+	// multiplexing gateway routed the message to; the auto-thread fields.
+	ScopeID               string `json:"scope_id"`
+	Profile               string `json:"profile"`
+	AutoThreadCreated     bool   `json:"auto_thread_created"`
+	AutoThreadInitialName string `json:"auto_thread_initial_name"`
+	ProspectiveThreadID   string `json:"prospective_thread_id"`
 }
 
 func (s sourceRequest) validate() error {
@@ -270,12 +278,25 @@ func (s sourceRequest) validate() error {
 		{"platform", s.Platform}, {"chat_id", *s.ChatID}, {"chat_name", s.ChatName}, {"user_id", s.UserID},
 		{"user_name", s.UserName}, {"thread_id", s.ThreadID}, {"chat_topic", s.ChatTopic}, {"user_id_alt", s.UserIDAlt},
 		{"chat_id_alt", s.ChatIDAlt}, {"guild_id", s.GuildID}, {"parent_chat_id", s.ParentChatID}, {"message_id", s.MessageID},
+		{"scope_id", s.ScopeID}, {"profile", s.Profile}, {"auto_thread_initial_name", s.AutoThreadInitialName},
+		{"prospective_thread_id", s.ProspectiveThreadID},
 	} {
 		if err := checkTextOf("source.", f.name, f.v, maxSourceField); err != nil {
 			return err
 		}
 	}
+	if s.ScopeID != "" && s.GuildID != "" && s.ScopeID != s.GuildID {
+		return fmt.Errorf("%w: source.scope_id %q and its alias source.guild_id %q differ", errBadRequest, s.ScopeID, s.GuildID)
+	}
 	return nil
+}
+
+// scope is the source's scope: scope_id, else its alias guild_id.
+func (s sourceRequest) scope() string {
+	if s.ScopeID != "" {
+		return s.ScopeID
+	}
+	return s.GuildID
 }
 
 // domainSource maps a validated source to the domain's.
@@ -283,8 +304,10 @@ func (s sourceRequest) domainSource() domain.SessionSource {
 	return domain.SessionSource{
 		Platform: s.Platform, ChatID: *s.ChatID, ChatName: s.ChatName, ChatType: s.ChatType,
 		UserID: s.UserID, UserName: s.UserName, ThreadID: s.ThreadID, ChatTopic: s.ChatTopic,
-		UserIDAlt: s.UserIDAlt, ChatIDAlt: s.ChatIDAlt, IsBot: s.IsBot, GuildID: s.GuildID,
+		UserIDAlt: s.UserIDAlt, ChatIDAlt: s.ChatIDAlt, IsBot: s.IsBot, GuildID: s.scope(),
 		ParentChatID: s.ParentChatID, MessageID: s.MessageID, RoleAuthorized: s.RoleAuthorized,
+		Profile: s.Profile, AutoThreadCreated: s.AutoThreadCreated, AutoThreadInitialName: s.AutoThreadInitialName,
+		ProspectiveThreadID: s.ProspectiveThreadID,
 	}
 }
 

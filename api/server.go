@@ -225,6 +225,7 @@ func (s *Server) Handler() http.Handler {
 		r.Use(s.leaseModels)
 		rt := routes{s: s, r: r}
 		s.laneRoutes(rt)
+		s.entryStateRoutes(rt)
 		s.eventRoutes(rt)
 		s.transcriptRoutes(rt)
 		s.queueRoutes(rt)

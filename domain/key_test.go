@@ -96,10 +96,33 @@ func TestBuildSessionKey(t *testing.T) {
 		{"30", domain.SessionSource{Platform: "telegram", ChatType: "dm", ChatID: "99"}, defaultProfile,
 			"agent:main:telegram:dm:99", ""},
 		// Row 31 is Era C: a Discord channel message answered in an
-		// auto-created thread is keyed on the prospective thread id. It is
-		// not implemented (SessionSource has no prospective_thread_id).
-		{"31", domain.SessionSource{Platform: "discord", ChatType: "group", ChatID: "C1", UserID: "u1"}, defaults,
-			"agent:main:discord:thread:C1:T5", "Era C prospective_thread_id is not implemented"},
+		// auto-created thread is keyed on the prospective thread id.
+		{"31", domain.SessionSource{Platform: "discord", ChatType: "group", ChatID: "C1", UserID: "u1", ProspectiveThreadID: "T5"}, defaults,
+			"agent:main:discord:thread:C1:T5", ""},
+
+		// Hermes at d7f5acb9: the source's new fields and the key.
+		{"thread follow-up continues the prospective thread's lane", domain.SessionSource{Platform: "discord", ChatType: "thread", ChatID: "C1", ThreadID: "T5", UserID: "u2"}, defaults,
+			"agent:main:discord:thread:C1:T5", ""},
+		{"a real thread id wins over the prospective one", domain.SessionSource{Platform: "discord", ChatType: "group", ChatID: "C1", ThreadID: "T7", ProspectiveThreadID: "T5", UserID: "u1"}, defaults,
+			"agent:main:discord:group:C1:T7", ""},
+		{"prospective thread in a DM is not keyed", domain.SessionSource{Platform: "discord", ChatType: "dm", ChatID: "D1", ProspectiveThreadID: "T5"}, defaults,
+			"agent:main:discord:dm:D1", ""},
+		{"auto-thread name and flag do not move the key", domain.SessionSource{Platform: "discord", ChatType: "thread", ChatID: "C1", ThreadID: "T5", AutoThreadCreated: true, AutoThreadInitialName: "hi"}, defaults,
+			"agent:main:discord:thread:C1:T5", ""},
+		{"slack workspace before the channel", domain.SessionSource{Platform: "slack", ChatType: "channel", ChatID: "C123", UserID: "U1", GuildID: "T0001"}, defaults,
+			"agent:main:slack:channel:T0001:C123:U1", ""},
+		{"slack workspace before the dm chat", domain.SessionSource{Platform: "slack", ChatType: "dm", ChatID: "D9", GuildID: "T0001"}, defaults,
+			"agent:main:slack:dm:T0001:D9", ""},
+		{"slack workspace before the dm participant", domain.SessionSource{Platform: "slack", ChatType: "dm", UserID: "U1", GuildID: "T0001"}, defaults,
+			"agent:main:slack:dm:T0001:U1", ""},
+		{"discord guild stays out of the key", domain.SessionSource{Platform: "discord", ChatType: "group", ChatID: "guild-123", UserID: "alice", GuildID: "G1"}, defaults,
+			"agent:main:discord:group:guild-123:alice", ""},
+		{"source profile when multiplexed", domain.SessionSource{Platform: "telegram", ChatType: "dm", ChatID: "99", Profile: "writer"}, coder,
+			"agent:writer:telegram:dm:99", ""},
+		{"source profile default is main", domain.SessionSource{Platform: "telegram", ChatType: "dm", ChatID: "99", Profile: "default"}, coder,
+			"agent:main:telegram:dm:99", ""},
+		{"source profile ignored when not multiplexed", domain.SessionSource{Platform: "telegram", ChatType: "dm", ChatID: "99", Profile: "writer"}, defaults,
+			"agent:main:telegram:dm:99", ""},
 
 		// Beyond §1.4: rules of §1.1 the rows above do not reach.
 		{"empty chat type is dm", domain.SessionSource{Platform: "telegram", ChatID: "99", UserID: "42"}, defaults,

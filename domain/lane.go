@@ -1,6 +1,9 @@
 package domain
 
 import (
+	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 
 	"hermes/events"
@@ -59,6 +62,36 @@ type Lane struct {
 	// to the lane, not the session: automatic resets and /resume keep it,
 	// /new and /reset discard its overflow (see queue.go).
 	Queue Queue
+	// ModelOverride is the current session's /model override (Hermes'
+	// SessionEntry.model_override), nil when none. Metadata is the current
+	// session's small key/value state (SessionEntry.metadata), sorted by
+	// key, nil when empty. Both belong to the session: any new session on
+	// the lane starts without them; a compression split keeps them.
+	ModelOverride *ModelOverride
+	Metadata      []MetadataItem
+}
+
+// ModelOverride is a session's /model override: the non-secret keys Hermes
+// persists (never credentials).
+type ModelOverride struct {
+	Model    string `json:"model,omitempty"`
+	Provider string `json:"provider,omitempty"`
+	BaseURL  string `json:"base_url,omitempty"`
+}
+
+// MetadataItem is one value of a session's entry metadata (JSON).
+type MetadataItem struct {
+	Key   string
+	Value json.RawMessage
+}
+
+// MetadataValue is the value of key in the current session's metadata.
+func (l Lane) MetadataValue(key string) (json.RawMessage, bool) {
+	i, found := slices.BinarySearchFunc(l.Metadata, key, func(it MetadataItem, k string) int { return strings.Compare(it.Key, k) })
+	if !found {
+		return nil, false
+	}
+	return l.Metadata[i].Value, true
 }
 
 // Exists reports whether the lane has a live entry.
@@ -180,11 +213,29 @@ func Evolve(l Lane, e events.Event) Lane {
 		l.Queue = l.Queue.without(e.ItemIDs)
 	case events.QueueItemsExpired:
 		l.Queue = l.Queue.without(e.ItemIDs)
+	case events.ModelOverrideSet:
+		if e.SessionID == l.SessionID {
+			l.ModelOverride = nil
+			if e.Override != nil {
+				l.ModelOverride = &ModelOverride{Model: e.Override.Model, Provider: e.Override.Provider, BaseURL: e.Override.BaseURL}
+			}
+		}
+	case events.EntryMetadataSet:
+		if e.SessionID == l.SessionID {
+			l.Metadata = withMetadata(l.Metadata, e.Key, e.Value)
+		}
 	case events.LaneErased:
 		// The person is forgotten; the lane keeps its state (docs/ERASURE.md).
 		o, _ := events.EraseOrigin(events.Source(l.Origin))
 		l.Origin = SessionSource(o)
 		l.DisplayName = ""
+		if l.Metadata != nil {
+			erased := make([]MetadataItem, len(l.Metadata))
+			for i, it := range l.Metadata {
+				erased[i] = MetadataItem{Key: it.Key, Value: json.RawMessage("null")}
+			}
+			l.Metadata = erased
+		}
 		if e.QueueTexts {
 			l.Queue = l.Queue.withoutContent()
 		}
@@ -197,6 +248,19 @@ func Evolve(l Lane, e events.Event) Lane {
 		}
 	}
 	return l
+}
+
+// withMetadata is items (sorted by key) with key set to value, in a new
+// slice: a folded lane may share its slice with an earlier value.
+func withMetadata(items []MetadataItem, key string, value json.RawMessage) []MetadataItem {
+	i, found := slices.BinarySearchFunc(items, key, func(it MetadataItem, k string) int { return strings.Compare(it.Key, k) })
+	out := make([]MetadataItem, 0, len(items)+1)
+	out = append(out, items[:i]...)
+	out = append(out, MetadataItem{Key: key, Value: slices.Clone(value)})
+	if found {
+		i++
+	}
+	return append(out, items[i:]...)
 }
 
 // newIncarnation starts a fresh entry on the lane for sessionID: counters

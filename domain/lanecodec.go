@@ -33,7 +33,8 @@ func AppendLane(b []byte, l Lane) []byte {
 		l.Origin.ChatName, l.Origin.ChatType, l.Origin.UserID, l.Origin.UserName, l.Origin.ThreadID,
 		l.Origin.ChatTopic, l.Origin.UserIDAlt, l.Origin.ChatIDAlt, l.Origin.GuildID,
 		l.Origin.ParentChatID, l.Origin.MessageID, l.DisplayName, l.Platform, l.ChatType, l.CostStatus,
-		l.AutoResetReason, l.SuspendReason, l.ResumeReason, l.PreviousSessionID, l.OpenTurnID} {
+		l.AutoResetReason, l.SuspendReason, l.ResumeReason, l.PreviousSessionID, l.OpenTurnID, l.Origin.Profile, l.Origin.AutoThreadInitialName,
+		l.Origin.ProspectiveThreadID} {
 		b = appendString(b, s)
 	}
 	for _, t := range [...]time.Time{l.CreatedAt, l.UpdatedAt, l.LastResumeMarkedAt, l.TurnStartedAt} {
@@ -46,13 +47,27 @@ func AppendLane(b []byte, l Lane) []byte {
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(l.EstimatedCostUSD))
 	var flags uint64
 	for i, on := range [...]bool{l.Origin.IsBot, l.Origin.RoleAuthorized, l.WasAutoReset, l.ResetHadActivity,
-		l.IsFreshReset, l.ExpiryFinalized, l.Suspended, l.ResumePending, l.HadActivity, l.Pruned} {
+		l.IsFreshReset, l.ExpiryFinalized, l.Suspended, l.ResumePending, l.HadActivity, l.Pruned,
+		l.Origin.AutoThreadCreated} {
 		if on {
 			flags |= 1 << i
 		}
 	}
 	b = binary.AppendUvarint(b, flags)
-	return appendQueue(b, l.Queue)
+	b = appendQueue(b, l.Queue)
+	if l.ModelOverride == nil {
+		b = append(b, 0)
+	} else {
+		b = appendString(appendString(appendString(append(b, 1), l.ModelOverride.Model), l.ModelOverride.Provider), l.ModelOverride.BaseURL)
+	}
+	if l.Metadata == nil {
+		return append(b, 0)
+	}
+	b = binary.AppendUvarint(b, uint64(len(l.Metadata))+1)
+	for _, it := range l.Metadata {
+		b = appendBytes(appendString(b, it.Key), it.Value)
+	}
+	return b
 }
 
 // DecodeLane decodes the lane AppendLane wrote as the whole of data. It
@@ -64,7 +79,8 @@ func DecodeLane(data []byte) (Lane, error) {
 		&l.Origin.ChatName, &l.Origin.ChatType, &l.Origin.UserID, &l.Origin.UserName, &l.Origin.ThreadID,
 		&l.Origin.ChatTopic, &l.Origin.UserIDAlt, &l.Origin.ChatIDAlt, &l.Origin.GuildID,
 		&l.Origin.ParentChatID, &l.Origin.MessageID, &l.DisplayName, &l.Platform, &l.ChatType, &l.CostStatus,
-		&l.AutoResetReason, &l.SuspendReason, &l.ResumeReason, &l.PreviousSessionID, &l.OpenTurnID} {
+		&l.AutoResetReason, &l.SuspendReason, &l.ResumeReason, &l.PreviousSessionID, &l.OpenTurnID, &l.Origin.Profile, &l.Origin.AutoThreadInitialName,
+		&l.Origin.ProspectiveThreadID} {
 		*s = r.string()
 	}
 	for _, t := range [...]*time.Time{&l.CreatedAt, &l.UpdatedAt, &l.LastResumeMarkedAt, &l.TurnStartedAt} {
@@ -79,10 +95,28 @@ func DecodeLane(data []byte) (Lane, error) {
 	l.EstimatedCostUSD = math.Float64frombits(r.uint64())
 	flags := r.uvarint()
 	for i, field := range [...]*bool{&l.Origin.IsBot, &l.Origin.RoleAuthorized, &l.WasAutoReset, &l.ResetHadActivity,
-		&l.IsFreshReset, &l.ExpiryFinalized, &l.Suspended, &l.ResumePending, &l.HadActivity, &l.Pruned} {
+		&l.IsFreshReset, &l.ExpiryFinalized, &l.Suspended, &l.ResumePending, &l.HadActivity, &l.Pruned,
+		&l.Origin.AutoThreadCreated} {
 		*field = flags&(1<<i) != 0
 	}
 	l.Queue = r.queue()
+	switch r.byte() {
+	case 0:
+	case 1:
+		l.ModelOverride = &ModelOverride{Model: r.string(), Provider: r.string(), BaseURL: r.string()}
+	default:
+		r.fail("bad model override")
+	}
+	if n := r.uvarint(); n > 0 && r.err == nil {
+		l.Metadata = make([]MetadataItem, 0, min(n-1, uint64(len(r.b))))
+		for range n - 1 {
+			if r.err != nil {
+				break
+			}
+			key := r.string()
+			l.Metadata = append(l.Metadata, MetadataItem{Key: key, Value: r.bytes()})
+		}
+	}
 	switch {
 	case r.err != nil:
 		return Lane{}, r.err

@@ -41,6 +41,16 @@ func (l Lane) InterruptTurn(reason string, now time.Time) ([]events.Event, error
 	return out, nil
 }
 
+// DiscardTurn closes the lane's open turn turnID without continuing it
+// (reason discarded: no resume mark). Another turn, or none, changes
+// nothing.
+func (l Lane) DiscardTurn(turnID string, now time.Time) []events.Event {
+	if !l.Exists() || !l.TurnOpen() || l.OpenTurnID != turnID {
+		return nil
+	}
+	return []events.Event{events.TurnInterrupted{TurnID: turnID, Reason: events.TurnDiscarded, At: now}}
+}
+
 // FinalizeExpiry records that the expiry watcher finalized the lane's expired
 // session (forced: after repeated hook failures). A lane that is not expired,
 // already finalized or missing changes nothing.

@@ -1,7 +1,6 @@
 package domain_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -120,27 +119,6 @@ func TestLaneFoldGolden(t *testing.T) {
 	}
 	if diff := cmp.Diff(string(want), got); diff != "" {
 		t.Errorf("the folded lane differs from %s: a change of the fold needs a new LaneSchemaVersion, then -update (-golden +now):\n%s", path, diff)
-	}
-}
-
-// TestJSONSnapshotStillLoads: a snapshot of schema 1 written as JSON, before
-// the lane codec (testdata/lane_snapshot_schema1.json is one, of
-// foldHistory's lane, as that build's EncodeLaneSnapshot wrote it), loads
-// as the lane it was taken of.
-func TestJSONSnapshotStillLoads(t *testing.T) {
-	if domain.LaneSchemaVersion != 1 {
-		t.Fatalf("LaneSchemaVersion is %d: no JSON snapshot (schema 1) can be read any more; remove decodeJSONSnapshot, this test and its fixture", domain.LaneSchemaVersion)
-	}
-	data, err := os.ReadFile(filepath.Join("testdata", "lane_snapshot_schema1.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := domain.DecodeLaneSnapshot(1, bytes.TrimSpace(data))
-	if err != nil {
-		t.Fatalf("DecodeLaneSnapshot(1, JSON snapshot) = %v", err)
-	}
-	if diff := cmp.Diff(domain.Replay(foldHistory()), got); diff != "" {
-		t.Errorf("the JSON snapshot loads as another lane (-folded +loaded):\n%s", diff)
 	}
 }
 

@@ -19,7 +19,8 @@ const PlatformLocal = "local"
 type SessionSource events.Source
 
 // Normalized returns the source with the defaults Hermes applies: chat_type
-// "dm" when empty.
+// "dm" when empty. (The scope needs no reconciling: scope_id and its alias
+// guild_id are one field, GuildID.)
 func (s SessionSource) Normalized() SessionSource {
 	if s.ChatType == "" {
 		s.ChatType = ChatDM

@@ -156,6 +156,13 @@ func Summary(e events.Event) string {
 			s += fmt.Sprintf(", title %q", *e.Title)
 		}
 		return s + ")"
+	case events.ModelOverrideSet:
+		if e.Override == nil {
+			return "/model override cleared"
+		}
+		return fmt.Sprintf("/model override: %s (provider %q)", e.Override.Model, e.Override.Provider)
+	case events.EntryMetadataSet:
+		return fmt.Sprintf("entry metadata %q set (%d bytes)", e.Key, len(e.Value))
 	case events.MessagesImported:
 		if len(e.Messages) == 0 {
 			return "imported from Hermes: no messages"

@@ -78,6 +78,10 @@ func decodeEvent(typ string, data []byte) (Event, error) {
 		return decode[ExpiryFinalized](typ, data)
 	case TypeEntryPruned:
 		return decode[EntryPruned](typ, data)
+	case TypeModelOverrideSet:
+		return decode[ModelOverrideSet](typ, data)
+	case TypeEntryMetadataSet:
+		return decode[EntryMetadataSet](typ, data)
 	case TypeNoticeDelivered:
 		return decode[NoticeDelivered](typ, data)
 	case TypeQueueItemAdded:

@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -43,6 +44,8 @@ var allTypes = []string{
 	events.TypeActivityRecorded,
 	events.TypeExpiryFinalized,
 	events.TypeEntryPruned,
+	events.TypeModelOverrideSet,
+	events.TypeEntryMetadataSet,
 	events.TypeNoticeDelivered,
 	events.TypeQueueItemAdded,
 	events.TypeQueueItemTaken,
@@ -134,6 +137,11 @@ func goldenOrigin() events.Source {
 		ParentChatID:   "parent-1",
 		MessageID:      "m-1001",
 		RoleAuthorized: true,
+		Profile:        "coder",
+		// The fields of Hermes at d7f5acb9.
+		AutoThreadCreated:     true,
+		AutoThreadInitialName: "deploy help",
+		ProspectiveThreadID:   "m-1001",
 	}
 }
 
@@ -292,6 +300,8 @@ func goldenEvents() []events.Event {
 			Reason: events.ErasurePerson, RequestedBy: "dpo@example.invalid", At: goldenAt,
 		},
 		events.ErasureCompleted{ErasureID: "er_4f1c2d3e", Lanes: 2, Transcripts: 3, QueuedItems: 4, Origins: 5, At: goldenAt},
+		events.ModelOverrideSet{SessionID: "20260514_093015_a1b2c3d4", Override: &events.ModelOverride{Model: "anthropic/claude-sonnet-4.6", Provider: "openrouter", BaseURL: "https://example.invalid/v1"}, At: goldenAt},
+		events.EntryMetadataSet{SessionID: "20260514_093015_a1b2c3d4", Key: "slack_thread_watermark", Value: json.RawMessage(`{"ts":"1723100000.000100","n":3}`), At: goldenAt},
 		events.SessionCompressed{SessionID: "20260514_093015_a1b2c3d4", PreviousSessionID: "20260513_080000_deadbeef", At: goldenAt},
 		events.FreshResetConsumed{SessionID: "20260514_093015_a1b2c3d4", Cause: events.FreshResetConsumedByTurn, At: goldenAt},
 		events.GatewayRunStarted{Gateway: "default", RunID: "run-7f3a", PID: 4242, Host: "gw-host", LeaseSeconds: 60,
@@ -402,6 +412,39 @@ func TestGoldenDecodeRoundTrip(t *testing.T) {
 				t.Errorf("Decode(%q, golden).OccurredAt() = %v, want %v", typ, got.OccurredAt(), goldenAt)
 			}
 		})
+	}
+}
+
+// TestDecodeSourceBeforeD7f5acb9Fields: an event written before the
+// source had profile and the auto-thread fields
+// (testdata/lane.session_created.v1.before-scope.json, the golden of that
+// build) decodes with them empty and encodes back to the same bytes: the
+// fields are omitted when empty, so the stored shape did not change.
+func TestDecodeSourceBeforeD7f5acb9Fields(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "lane.session_created.v1.before-scope.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = bytes.TrimSpace(data)
+	ev, err := events.Decode(events.TypeSessionCreated, data)
+	if err != nil {
+		t.Fatalf("Decode(before-scope session_created) = %v", err)
+	}
+	created, ok := ev.(events.SessionCreated)
+	if !ok {
+		t.Fatalf("Decode(before-scope session_created) = %T, want events.SessionCreated", ev)
+	}
+	want := goldenOrigin()
+	want.Profile, want.AutoThreadCreated, want.AutoThreadInitialName, want.ProspectiveThreadID = "", false, "", ""
+	if diff := cmp.Diff(want, created.Origin); diff != "" {
+		t.Errorf("origin (-want +got):\n%s", diff)
+	}
+	again, err := events.Encode(created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again, data) {
+		t.Errorf("Encode(Decode(x)) =\n%s\nwant the same bytes\n%s", again, data)
 	}
 }
 

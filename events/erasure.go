@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -90,7 +91,8 @@ type TranscriptErased struct {
 
 // LaneErased records that a person was forgotten on a lane: the person
 // fields of every earlier origin (user id, alt id, user name, chat name and
-// topic, message id, display name) are erased, and, when QueueTexts is set
+// topic, message id, display name, the first name of an auto-created
+// thread) and every earlier entry metadata value are erased, and, when QueueTexts is set
 // (the lane is keyed on the person), the texts and messages of every earlier
 // queued item too. Transcripts lists the lane's transcripts erased with it.
 // The lane's state machine is unchanged: items stay queued, only their
@@ -245,6 +247,12 @@ func (x LaneErased) Erase(earlier Event) (Event, bool) {
 		c = c || e.DisplayName != "" || e.Extra != nil
 		e.DisplayName, e.Extra = "", nil
 		return e, c
+	case EntryMetadataSet:
+		// What a gateway keeps there is its own (a watermark, a thread's
+		// context): it may name the person, so the value goes.
+		c := string(e.Value) != "null"
+		e.Value = json.RawMessage("null")
+		return e, c
 	case QueueItemAdded:
 		if !x.QueueTexts {
 			return e, false
@@ -280,6 +288,8 @@ func EraseOrigin(o Source) (Source, bool) {
 	erased := o
 	erased.UserID, erased.UserIDAlt, erased.UserName = "", "", ""
 	erased.ChatName, erased.ChatTopic, erased.MessageID = "", "", ""
+	// An auto-created thread's first name is cut from the person's message.
+	erased.AutoThreadInitialName = ""
 	return erased, erased != o
 }
 

@@ -48,6 +48,9 @@ func TestErase_LeavesNoMarker(t *testing.T) {
 		{"a lane's creation", person, events.SessionCreated{SessionKey: "k", SessionID: "s", Origin: origin, DisplayName: mark, At: at}},
 		{"an imported lane", person, events.LaneImported{SessionKey: "k", SessionID: "s", Origin: origin, DisplayName: mark,
 			Extra: map[string]json.RawMessage{"note": json.RawMessage(`"` + mark + `"`)}, UpdatedAt: at}},
+		{"an auto-created thread's first name", person, events.SessionCreated{SessionKey: "k", SessionID: "s",
+			Origin: events.Source{Platform: "discord", ChatID: "C1", ChatType: "thread", ThreadID: "T1", AutoThreadCreated: true, AutoThreadInitialName: mark}, At: at}},
+		{"an entry metadata value", person, events.EntryMetadataSet{SessionID: "s", Key: "watermark", Value: json.RawMessage(`{"who":"` + mark + `"}`), At: at}},
 		{"a queued text", person, events.QueueItemAdded{ItemID: "q1", Kind: events.QueueKindFollowup, Text: mark, At: at}},
 	}
 	for _, tt := range tests {

@@ -46,6 +46,13 @@ const (
 // stuck-loop count).
 const TurnSuperseded = "superseded"
 
+// TurnDiscarded is the reason of a [TurnInterrupted] that closed a turn
+// no gateway run holds without continuing it: after a gateway's clean
+// stop (Hermes' discard_active_turn_markers), or a turn too old to resume
+// at a gateway's start (recover_interrupted_turns). No resume mark, no
+// stuck-loop count.
+const TurnDiscarded = "discarded"
+
 // Causes of a [FreshResetConsumed].
 const (
 	// FreshResetConsumedExplicitly: the gateway said it consumed the flag.

@@ -266,6 +266,12 @@ func appendSource(b []byte, src events.Source, fallback *noEscapeEncoder) ([]byt
 	str(`"parent_chat_id": `, src.ParentChatID, true)
 	str(`"message_id": `, src.MessageID, true)
 	flag(`"role_authorized": `, src.RoleAuthorized)
+	str(`"profile": `, src.Profile, true)
+	if src.AutoThreadCreated {
+		flag(`"auto_thread_created": `, true)
+	}
+	str(`"auto_thread_initial_name": `, src.AutoThreadInitialName, true)
+	str(`"prospective_thread_id": `, src.ProspectiveThreadID, true)
 	return append(b, "\n    }"...), err
 }
 

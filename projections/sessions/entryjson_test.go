@@ -135,7 +135,9 @@ func drawLane(t *rapid.T) domain.Lane {
 			ThreadID: str.Draw(t, "oThread"), ChatTopic: str.Draw(t, "oTopic"), UserIDAlt: str.Draw(t, "oUserAlt"),
 			ChatIDAlt: str.Draw(t, "oChatAlt"), IsBot: rapid.Bool().Draw(t, "oBot"), GuildID: str.Draw(t, "oGuild"),
 			ParentChatID: str.Draw(t, "oParent"), MessageID: str.Draw(t, "oMessage"),
-			RoleAuthorized: rapid.Bool().Draw(t, "oRole"),
+			RoleAuthorized: rapid.Bool().Draw(t, "oRole"), Profile: str.Draw(t, "oProfile"),
+			AutoThreadCreated: rapid.Bool().Draw(t, "oAutoThread"), AutoThreadInitialName: str.Draw(t, "oAutoThreadName"),
+			ProspectiveThreadID: str.Draw(t, "oProspective"),
 		}),
 	}
 }

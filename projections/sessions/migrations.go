@@ -35,6 +35,10 @@ var migrations = []migrate.Step{
 		Up: migrate.SQL(`DROP INDEX IF EXISTS lanes_updated_at`)},
 	{Version: 5, Name: "gateway_runs: the runs of the gateway processes (gatewayrun-<gateway>)",
 		Up: migrate.SQL(gatewayRunsSQL)},
+	// No event set them before this step: every existing row has none.
+	{Version: 6, Name: "lanes.model_override and lanes.metadata: the session's entry state (Hermes d7f5acb9)",
+		Up: migrate.SQL(`ALTER TABLE lanes ADD COLUMN model_override TEXT NOT NULL DEFAULT '';
+ALTER TABLE lanes ADD COLUMN metadata TEXT NOT NULL DEFAULT ''`)},
 }
 
 // migrateSchema brings the file of db to the last step. A lanes.db written

@@ -231,7 +231,9 @@ def _reason(item) -> str:
         if f is not None and hasattr(f, "__wrapped__"):
             f = f.__wrapped__
         if f is not None and callable(f):
-            src += "\n" + _source_of(f)
+            # The fixture's body, not its name (d7f5acb9's autouse
+            # _no_fts_rebuild_throttle only sets two tunables).
+            src += "\n" + _source_of(f).split(":\n", 1)[-1]
     # Module-level helpers the test or its fixtures call.
     for name, obj in vars(mod).items():
         if inspect.isfunction(obj) and not name.startswith("test") and f"{name}(" in src:

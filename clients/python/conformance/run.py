@@ -6,7 +6,11 @@ baseline) and with hermes_client's in their place against real
 test that passes with Hermes' classes and not with the client's.
 
     python3 clients/python/conformance/run.py --tree <hermes-agent tree> [--out FILE]
-    python3 clients/python/conformance/run.py --mirror <hermes-agent git dir> [--commit C] ...
+    python3 clients/python/conformance/run.py --mirror <hermes-agent git dir> --commit C ...
+
+The files run are FILES (the store's and database's own, and the gateway
+files that build one) and LATER_FILES (the session-layer files of later
+releases), those of them the commit's tree has.
     python3 clients/python/conformance/run.py --checkout <hermes-agent work tree> ...
 
 Needs pytest, pytest-asyncio, PyYAML, httpx, python-dotenv, requests and
@@ -64,7 +68,34 @@ GATEWAY_FILES = [
     "tests/gateway/test_title_command.py",
     "tests/gateway/test_api_server.py",
 ]
+# The session-layer test files later Hermes added (at b9aa9289 and
+# d7f5acb9: turn leases, active-turn markers, the /model override and
+# metadata of an entry, expiry finalization, the routing index): run for a
+# commit whose tree has them.
+LATER_FILES = [
+    "tests/state/test_session_turn_lease.py",
+    "tests/gateway/test_turn_lease.py",
+    "tests/gateway/test_session_store_expiry_finalized.py",
+    "tests/gateway/test_session_model_override_persistence.py",
+    "tests/gateway/test_session_id_cache_coherence.py",
+    "tests/gateway/test_active_turn_recovery.py",
+    "tests/gateway/test_restart_resume_pending.py",
+    "tests/gateway/test_session_store_stale_prune.py",
+    "tests/gateway/test_session_store_runtime_stale_guard.py",
+    "tests/gateway/test_session_store_lock_io.py",
+    "tests/gateway/test_session_continuity_82616.py",
+]
 FILES = STORE_FILES + GATEWAY_FILES
+
+
+def files_of(tree: Path) -> List[str]:
+    """The files of FILES and LATER_FILES the tree at the commit has
+    (upstream renames and drops test files between releases)."""
+    out = [f for f in FILES + LATER_FILES if (tree / f).is_file()]
+    missing = [f for f in FILES + LATER_FILES if f not in out and f not in LATER_FILES]
+    for f in missing:
+        print(f"[files] {f}: not in this commit's tree", file=sys.stderr)
+    return out
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent.parent
 
@@ -148,7 +179,7 @@ def main() -> int:
     if not (args.tree or args.checkout or args.mirror):
         ap.error("one of --tree, --checkout, --mirror is required")
     tree = prepare_tree(args)
-    files = args.file or FILES
+    files = args.file or files_of(tree)
     hermes_bin = str(Path(args.hermes_bin).resolve())
     try:
         results = {}

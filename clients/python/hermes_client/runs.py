@@ -196,7 +196,8 @@ def instrument(runner_cls: type) -> type:
         turn_id = None
         if outer:
             try:
-                turn_id = store.start_turn(session_key, gateway_run=run.ref())["turn_id"]
+                # The turn Hermes' active-turn marker opened, when it did.
+                turn_id = store._hold_turn(session_key, "runner")
             except HermesError as e:
                 logger.warning("hermes: turns/start of %s failed: %s", session_key, e)
         if session_key:
@@ -214,11 +215,11 @@ def instrument(runner_cls: type) -> type:
                 done = _turn_done(result)
                 # A turn cut by the drain stays open: the run's stop cuts it
                 # (resume mark, stuck-loop count), as Hermes counts it.
-                if done or not getattr(self, "_draining", False):
-                    try:
-                        store.complete_turn(session_key, turn_id, failed=not done)
-                    except HermesError as e:
-                        logger.warning("hermes: completing the turn of %s failed: %s", session_key, e)
+                cut = not done and getattr(self, "_draining", False)
+                try:
+                    store._release_turn(session_key, turn_id, "runner", failed=not done, keep_open=cut)
+                except HermesError as e:
+                    logger.warning("hermes: completing the turn of %s failed: %s", session_key, e)
 
     runner_cls.start, runner_cls.stop, runner_cls._run_agent = start, stop, _run_agent
     runner_cls._hermes_client_instrumented = True

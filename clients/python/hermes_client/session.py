@@ -11,12 +11,13 @@ caller changed on those objects since they were loaded into hermes commands
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import logging
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
@@ -120,12 +121,15 @@ def _format_time(dt: datetime) -> str:
 
 
 _SOURCE_TEXT = ("chat_name", "chat_type", "user_id", "user_name", "thread_id", "chat_topic",
-                "user_id_alt", "chat_id_alt", "guild_id", "parent_chat_id", "message_id")
+                "user_id_alt", "chat_id_alt", "parent_chat_id", "message_id", "profile",
+                "auto_thread_initial_name", "prospective_thread_id")
 
 
 @dataclass
 class SessionSource:
-    """Where a message came from (Hermes' SessionSource, same fields)."""
+    """Where a message came from (Hermes' SessionSource at d7f5acb9, same
+    fields): ``scope_id`` is the scope (a Discord guild, a Slack
+    workspace), ``guild_id`` its alias, kept equal as Hermes keeps them."""
 
     platform: Any
     chat_id: str
@@ -138,10 +142,24 @@ class SessionSource:
     user_id_alt: Optional[str] = None
     chat_id_alt: Optional[str] = None
     is_bot: bool = False
+    scope_id: Optional[str] = None
     guild_id: Optional[str] = None
     parent_chat_id: Optional[str] = None
     message_id: Optional[str] = None
     role_authorized: bool = False
+    profile: Optional[str] = None
+    profile_route_rejected: bool = field(default=False, repr=False, compare=False)
+    auto_thread_created: bool = False
+    auto_thread_initial_name: Optional[str] = None
+    prospective_thread_id: Optional[str] = None
+    # Process-local, as in Hermes: never sent nor stored.
+    delivered_via_upstream_relay: bool = False
+
+    def __post_init__(self) -> None:
+        if self.scope_id is None and self.guild_id is not None:
+            self.scope_id = self.guild_id
+        elif self.scope_id is not None:
+            self.guild_id = self.scope_id
 
     @property
     def description(self) -> str:
@@ -171,7 +189,19 @@ class SessionSource:
             "thread_id": self.thread_id,
             "chat_topic": self.chat_topic,
         }
-        for name in ("user_id_alt", "chat_id_alt", "guild_id", "parent_chat_id", "message_id"):
+        for name in ("user_id_alt", "chat_id_alt"):
+            if getattr(self, name):
+                d[name] = getattr(self, name)
+        scope = self.scope_id if self.scope_id is not None else self.guild_id
+        if scope:
+            d["scope_id"] = scope
+            d["guild_id"] = scope
+        for name in ("parent_chat_id", "message_id", "profile"):
+            if getattr(self, name):
+                d[name] = getattr(self, name)
+        if self.auto_thread_created:
+            d["auto_thread_created"] = True
+        for name in ("auto_thread_initial_name", "prospective_thread_id"):
             if getattr(self, name):
                 d[name] = getattr(self, name)
         return d
@@ -196,10 +226,14 @@ class SessionSource:
             user_id_alt=data.get("user_id_alt") or None,
             chat_id_alt=data.get("chat_id_alt") or None,
             is_bot=bool(data.get("is_bot", False)),
-            guild_id=data.get("guild_id") or None,
+            scope_id=data.get("scope_id", data.get("guild_id")) or None,
             parent_chat_id=data.get("parent_chat_id") or None,
             message_id=data.get("message_id") or None,
             role_authorized=bool(data.get("role_authorized", False)),
+            profile=data.get("profile") or None,
+            auto_thread_created=bool(data.get("auto_thread_created", False)),
+            auto_thread_initial_name=data.get("auto_thread_initial_name") or None,
+            prospective_thread_id=data.get("prospective_thread_id") or None,
         )
 
     def to_wire(self) -> Dict[str, Any]:
@@ -208,8 +242,9 @@ class SessionSource:
 
 
 def _source_wire(src: Any) -> Dict[str, Any]:
-    """Any SessionSource-shaped object (the client's or Hermes' own) as the
-    hermes API takes it."""
+    """Any SessionSource-shaped object (the client's or Hermes' own, of
+    any release) as the hermes API takes it. The scope goes as scope_id
+    alone (scope_id, else the guild_id of an older Hermes)."""
     chat_id = getattr(src, "chat_id", "")
     d: Dict[str, Any] = {"platform": _platform_value(getattr(src, "platform", "")),
                          "chat_id": "" if chat_id is None else str(chat_id)}
@@ -217,10 +252,12 @@ def _source_wire(src: Any) -> Dict[str, Any]:
         v = getattr(src, name, None)
         if v is not None and v != "":
             d[name] = str(v)
-    if getattr(src, "is_bot", False):
-        d["is_bot"] = True
-    if getattr(src, "role_authorized", False):
-        d["role_authorized"] = True
+    scope = getattr(src, "scope_id", None) or getattr(src, "guild_id", None)
+    if scope:
+        d["scope_id"] = str(scope)
+    for name in ("is_bot", "role_authorized", "auto_thread_created"):
+        if getattr(src, name, False):
+            d[name] = True
     return d
 
 
@@ -287,6 +324,15 @@ class SessionEntry:
     resume_pending: bool = False
     resume_reason: Optional[str] = None
     last_resume_marked_at: Optional[datetime] = None
+    # Hermes' fields since d7f5acb9. metadata and model_override are the
+    # session's entry state in hermes; prev_session_id is hermes'
+    # previous_session_id (the session this one replaced); the active-turn
+    # marker is hermes' open turn (its id is the token).
+    metadata: Dict[str, Any] = field(default_factory=dict)
+    prev_session_id: Optional[str] = None
+    active_turn_token: Optional[str] = None
+    active_turn_started_at: Optional[datetime] = None
+    model_override: Optional[Dict[str, str]] = None
     version: int = 0
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -329,7 +375,13 @@ class SessionEntry:
             "was_auto_reset": self.was_auto_reset,
             "auto_reset_reason": self.auto_reset_reason,
             "reset_had_activity": self.reset_had_activity,
+            "metadata": self.metadata,
+            "active_turn_token": self.active_turn_token,
+            "active_turn_started_at": self.active_turn_started_at.isoformat() if self.active_turn_started_at else None,
+            "prev_session_id": self.prev_session_id,
         }
+        if self.model_override:
+            result["model_override"] = sanitize_model_override(self.model_override)
         if self.origin:
             result["origin"] = self.origin.to_dict()
         return result
@@ -364,12 +416,33 @@ class SessionEntry:
             was_auto_reset=data.get("was_auto_reset", False),
             auto_reset_reason=data.get("auto_reset_reason"),
             reset_had_activity=data.get("reset_had_activity", False),
+            metadata=dict(data.get("metadata") or {}),
+            prev_session_id=data.get("prev_session_id", data.get("previous_session_id")),
+            active_turn_token=data.get("active_turn_token", data.get("open_turn_id")) or None,
+            active_turn_started_at=_parse_time(data.get("active_turn_started_at", data.get("turn_started_at"))),
+            model_override=sanitize_model_override(data.get("model_override")),
             version=data.get("version", 0),
         )
 
 
+# The keys of a /model override that are persisted (Hermes'
+# PERSISTABLE_MODEL_OVERRIDE_KEYS): never a credential.
+PERSISTABLE_MODEL_OVERRIDE_KEYS = ("model", "provider", "base_url")
+
+
+def sanitize_model_override(override: Optional[Dict[str, Any]]) -> Optional[Dict[str, str]]:
+    """The persistable part of an override (Hermes' function of that
+    name): None when nothing is left."""
+    if not isinstance(override, dict):
+        return None
+    cleaned = {k: str(v) for k, v in override.items()
+               if k in PERSISTABLE_MODEL_OVERRIDE_KEYS and v not in (None, "")}
+    return cleaned or None
+
+
 # The source fields a session key is made of (hermes' BuildSessionKey).
-_KEY_FIELDS = ("platform", "chat_id", "chat_type", "user_id", "user_id_alt", "thread_id")
+_KEY_FIELDS = ("platform", "chat_id", "chat_type", "user_id", "user_id_alt", "thread_id", "scope_id",
+               "profile", "prospective_thread_id")
 
 # The fields a change in place of which _save() looks at (all but version).
 _TRACKED = tuple(f.name for f in dataclasses.fields(SessionEntry) if f.name != "version")
@@ -385,35 +458,44 @@ def _snapshot(e: Any) -> Dict[str, Any]:
             v = _source_wire(v) if v is not None else None
         elif name == "platform":
             v = _platform_value(v) if v else None
+        elif name in ("metadata", "model_override") and isinstance(v, dict):
+            # Compared by value: the caller may change the dict in place.
+            v = copy.deepcopy(v)
         out[name] = v
     return out
 
 
 def build_session_key(source: SessionSource, group_sessions_per_user: bool = True,
-                      thread_sessions_per_user: bool = False) -> str:
-    """The session key of a source by hermes' rules (seed 000 §4), computed
-    here. WhatsApp identifiers are not canonicalised: the store asks hermes
-    (``SessionStore._generate_session_key``), which reads the bridge's
-    mapping files."""
+                      thread_sessions_per_user: bool = False, profile: Optional[str] = None) -> str:
+    """The session key of a source by hermes' rules (Hermes' at
+    d7f5acb9), computed here: the Slack workspace after the chat type,
+    ``profile`` as the namespace, a prospective thread keyed as the
+    thread. WhatsApp identifiers are not canonicalised: the store asks
+    hermes (``SessionStore._generate_session_key``), which reads the
+    bridge's mapping files."""
     platform = _platform_value(source.platform)
+    ns = "agent:main" if not profile or profile == "default" else f"agent:{profile}"
+    scope = getattr(source, "scope_id", None) or getattr(source, "guild_id", None)
+    scope = str(scope) if platform == "slack" and scope else None
     participant = source.user_id_alt or source.user_id
     if source.chat_type == "dm":
-        if source.chat_id:
-            base = f"agent:main:{platform}:dm:{source.chat_id}"
-            return f"{base}:{source.thread_id}" if source.thread_id else base
-        if participant:
-            base = f"agent:main:{platform}:dm:{participant}"
-            return f"{base}:{source.thread_id}" if source.thread_id else base
+        parts = [ns, platform, "dm"] + ([scope] if scope else [])
+        ident = source.chat_id or participant
+        if ident:
+            parts.append(str(ident))
         if source.thread_id:
-            return f"agent:main:{platform}:dm:{source.thread_id}"
-        return f"agent:main:{platform}:dm"
-    parts = ["agent:main", platform, source.chat_type]
+            parts.append(source.thread_id)
+        return ":".join(parts)
+    prospective = getattr(source, "prospective_thread_id", None)
+    thread = source.thread_id or prospective
+    chat_type = "thread" if prospective and not source.thread_id else source.chat_type
+    parts = [ns, platform, chat_type] + ([scope] if scope else [])
     if source.chat_id:
         parts.append(source.chat_id)
-    if source.thread_id:
-        parts.append(source.thread_id)
+    if thread:
+        parts.append(thread)
     isolate = group_sessions_per_user
-    if source.thread_id and not thread_sessions_per_user:
+    if thread and not thread_sessions_per_user:
         isolate = False
     if isolate and participant:
         parts.append(str(participant))
@@ -563,6 +645,10 @@ class SessionStore:
         self._keys: Dict[tuple, str] = {}
         self._expiry_route = True
         self._entries = _EntryIndex(self)
+        # The turns this process holds per lane (active-turn markers and the
+        # instrumented runner's), under _turn_lock.
+        self._turn_lock = threading.Lock()
+        self._turns: Dict[str, Dict[str, Any]] = {}
         from .state import SessionDB
         self._db = SessionDB(transport=self._http)
 
@@ -914,6 +1000,21 @@ class SessionStore:
                 bad("updated_at", "updated_at moved backwards (hermes stamps activity with its own clock)")
         if touch is not None:
             cmds.append(("POST", ("touch",), touch, ("last_prompt_tokens", "updated_at")))
+        if "metadata" in changed:
+            done.add("metadata")
+            old_md, new_md = base["metadata"] or {}, now["metadata"]
+            if not isinstance(new_md, dict) or any(not isinstance(k, str) for k in new_md):
+                bad("metadata", "metadata set to something other than a dict of string keys")
+            elif any(k not in new_md for k in old_md):
+                bad("metadata", "a metadata key removed (hermes sets values: set it to None instead)")
+            else:
+                for k in sorted(new_md):
+                    if k not in old_md or old_md[k] != new_md[k]:
+                        cmds.append(("PUT", ("metadata", k), {"value": new_md[k]}, ("metadata",)))
+        if "model_override" in changed:
+            done.add("model_override")
+            cmds.append(("PUT", ("model-override",),
+                         {"model_override": sanitize_model_override(now["model_override"])}, ("model_override",)))
         for f in changed:
             if f not in done:
                 bad(f, f"{f} changed in place")
@@ -1002,12 +1103,13 @@ class SessionStore:
         except Exception:
             hermes_key = None
         if hermes_key is not None:
+            rules = {"group_sessions_per_user": getattr(self.config, "group_sessions_per_user", True),
+                     "thread_sessions_per_user": getattr(self.config, "thread_sessions_per_user", False)}
+            profile = self._resolve_profile_for_key(source)
             try:
-                return hermes_key(
-                    source,
-                    group_sessions_per_user=getattr(self.config, "group_sessions_per_user", True),
-                    thread_sessions_per_user=getattr(self.config, "thread_sessions_per_user", False),
-                )
+                if profile is not None:
+                    return hermes_key(source, profile=profile, **rules)
+                return hermes_key(source, **rules)
             except Exception:
                 pass
         return self._local_key(source)
@@ -1017,6 +1119,7 @@ class SessionStore:
             source,
             group_sessions_per_user=getattr(self.config, "group_sessions_per_user", True),
             thread_sessions_per_user=getattr(self.config, "thread_sessions_per_user", False),
+            profile=self._resolve_profile_for_key(source),
         )
 
     def _expiry(self, session_key: str) -> Dict[str, Any]:
@@ -1103,8 +1206,32 @@ class SessionStore:
             return len(self._entries) > 1
         return self._db.session_count() > 1
 
-    def get_or_create_session(self, source: SessionSource, force_new: bool = False) -> SessionEntry:
+    def get_or_create_session(self, source: SessionSource, force_new: bool = False,
+                              touch_activity: bool = True) -> SessionEntry:
+        """touch_activity=False (Hermes d7f5acb9: an internal turn that must
+        not make the lane look active) returns the live lane as it is when
+        hermes would neither reset it nor create one; otherwise it resolves
+        as a message does (hermes' resolve records the activity)."""
+        if not touch_activity and not force_new:
+            entry = self._quiet_lookup(source)
+            if entry is not None:
+                return entry
         return self.resolve(source, force_new)["entry"]
+
+    def _quiet_lookup(self, source: SessionSource) -> Optional[SessionEntry]:
+        """The lane of source when a resolve would keep its session, else
+        None."""
+        self._begin()
+        key = self._generate_session_key(source)
+        entry = self._entries.get(key)
+        if entry is None or entry.suspended:
+            return None
+        try:
+            if self._should_reset(entry, source) is not None:
+                return None
+        except HermesError:
+            return None
+        return entry
 
     def resolve(self, source: SessionSource, force_new: bool = False) -> Dict[str, Any]:
         """get_or_create_session with hermes' whole answer: ``entry``
@@ -1116,7 +1243,13 @@ class SessionStore:
         res["entry"] = self._adopt(res["entry"])
         return res
 
-    def update_session(self, session_key: str, last_prompt_tokens: int = None) -> None:
+    def update_session(self, session_key: str, last_prompt_tokens: int = None,
+                       touch_activity: bool = True) -> None:
+        """touch_activity=False with no token count changes nothing; with
+        one, hermes records it as a touch (its touch moves updated_at: the
+        difference is in docs/COMPATIBILITY.md)."""
+        if not touch_activity and last_prompt_tokens is None:
+            return
         self._begin()
         body = {} if last_prompt_tokens is None else {"last_prompt_tokens": int(last_prompt_tokens)}
         try:
@@ -1234,13 +1367,20 @@ class SessionStore:
             # Hermes logs and carries on; so does the client, louder.
             logger.warning("hermes: append to %s failed: %s", session_id, e)
 
-    def rewrite_transcript(self, session_id: str, messages: List[Dict[str, Any]]) -> None:
+    def rewrite_transcript(self, session_id: str, messages: List[Dict[str, Any]],
+                           active_only: bool = False) -> bool:
+        """Replaces the transcript; True when the write landed (Hermes
+        d7f5acb9's answer, which /compress and hygiene check). hermes
+        replaces every message: active_only (keep Hermes' soft-archived
+        rows) is accepted and not distinguished (docs/COMPATIBILITY.md)."""
         if self._db is None:
-            return
+            return True
         try:
             self._db.replace_messages(session_id, messages)
+            return True
         except HermesError as e:
             logger.warning("hermes: rewrite of %s failed: %s", session_id, e)
+            return False
 
     def load_transcript(self, session_id: str) -> List[Dict[str, Any]]:
         if self._db is None:
@@ -1267,6 +1407,258 @@ class SessionStore:
             return None
         return {"rewound_count": res.get("rewound_count", 0), "turns_undone": res.get("turns_undone", 0),
                 "target_text": res.get("target_text", "")}
+
+    # -- Hermes' SessionStore since d7f5acb9 --------------------------------
+
+    def _resolve_profile_for_key(self, source: Optional[SessionSource] = None) -> Optional[str]:
+        """The profile namespace of session keys, or None when profiles
+        are not multiplexed (Hermes' rule; hermes' keys follow hermes'
+        own ``multiplex_profiles``, which should say the same)."""
+        if not getattr(self.config, "multiplex_profiles", False):
+            return None
+        if source is not None and getattr(source, "profile", None):
+            return source.profile
+        try:
+            from hermes_cli.profiles import get_active_profile_name  # type: ignore
+            return get_active_profile_name() or "default"
+        except Exception:
+            return None
+
+    def _record_gateway_session_peer(self, session_id: str, session_key: str, source: Any,
+                                     display_name: Optional[str] = None,
+                                     include_compression_ancestors: bool = False) -> None:
+        """Hermes writes the routing peer into its session row; in hermes
+        the lane is the routing, so there is nothing to write."""
+        return None
+
+    def _is_session_ended_in_db(self, session_id: str) -> bool:
+        if self._db is None or not session_id:
+            return False
+        try:
+            row = self._db.get_session(session_id)
+        except HermesError:
+            return False
+        return bool(row is not None and row.get("end_reason") is not None)
+
+    def lookup_by_session_key(self, session_key: str) -> Optional[SessionEntry]:
+        """The live entry of an exact session key, or None."""
+        if not session_key:
+            return None
+        self._begin()
+        return self._entries.get(session_key)
+
+    def peek_session_id(self, session_key: str) -> Optional[str]:
+        """The session id a key routes to now, or None; creates nothing."""
+        entry = self.lookup_by_session_key(session_key)
+        return getattr(entry, "session_id", None) if entry else None
+
+    def get_model_override(self, session_key: str) -> Optional[Dict[str, str]]:
+        """The session's persisted /model override, or None."""
+        self._begin()
+        try:
+            res = self._http.get(self._path(session_key, "model-override"))
+        except HermesNotFound:
+            return None
+        override = res.get("model_override")
+        return dict(override) if override else None
+
+    def set_model_override(self, session_key: str, override: Optional[Dict[str, Any]]) -> None:
+        """Persists (or, with None or nothing persistable, clears) the
+        session's /model override: only model, provider and base_url, never
+        a credential. An event of the lane (lane.model_override_set)."""
+        self._begin()
+        try:
+            self._adopt(self._http.put(self._path(session_key, "model-override"),
+                                       {"model_override": sanitize_model_override(override)}))
+        except HermesNotFound:
+            return None
+
+    def get_session_metadata(self, session_key: str, key: str, default: Any = None) -> Any:
+        """A metadata value of the lane's current session, or default."""
+        self._begin()
+        try:
+            res = self._http.get(self._path(session_key, "metadata"))
+        except HermesNotFound:
+            return default
+        return (res.get("metadata") or {}).get(key, default)
+
+    def set_session_metadata(self, session_key: str, key: str, value: Any) -> bool:
+        """Persists one small JSON value on the lane's current session (an
+        event, lane.entry_metadata_set; not activity). False when the lane
+        does not exist."""
+        self._begin()
+        try:
+            self._adopt(self._http.put(self._path(session_key, "metadata", key), {"value": value}))
+        except HermesNotFound:
+            return False
+        return True
+
+    def has_platform_message_id(self, session_id: str, platform_message_id: str) -> bool:
+        """hermes does not keep a message's platform id (docs/COMPATIBILITY.md):
+        always False, as Hermes answers without a database, so the gateway's
+        retry dedupe never skips a message."""
+        return False
+
+    def is_session_finalizable(self, entry: SessionEntry) -> bool:
+        """Whether hermes' reset policy of the entry's lane ever expires it
+        (its mode is not ``none``); False when hermes cannot tell."""
+        key = getattr(entry, "session_key", None)
+        if not key:
+            return False
+        try:
+            res = self._expiry(key)
+        except HermesError:
+            return False
+        return bool(res.get("finalizable", False))
+
+    def set_expiry_finalized(self, entry: SessionEntry, *, clear_model_override: bool = True) -> None:
+        """The expiry watcher finalized the entry's session (hermes' record
+        of it: lane.expiry_finalized); by default the session's /model
+        override goes too, as in Hermes. hermes refuses to finalize a
+        session its policy does not find expired: logged, as Hermes logs a
+        failed write."""
+        self._begin()
+        key = entry.session_key
+        try:
+            data = self._http.post(self._path(key, "expiry-finalized"),
+                                   {"session_id": entry.session_id, "forced": False})
+            self._adopt(data)
+            object.__setattr__(entry, "expiry_finalized", bool(data.get("expiry_finalized", True)))
+        except HermesNotFound:
+            return None
+        except HermesConflict as e:
+            logger.warning("hermes: set_expiry_finalized(%s): %s", key, e)
+        if clear_model_override:
+            self.set_model_override(key, None)
+            object.__setattr__(entry, "model_override", None)
+
+    def advance_compression_session(self, session_key: str, expected_session_id: str,
+                                    target_session_id: str) -> Optional[SessionEntry]:
+        """Moves the lane from expected_session_id to its compression
+        continuation target_session_id (a compare-and-swap): the entry, or
+        None when the lane moved elsewhere meanwhile."""
+        if not session_key or not expected_session_id or not target_session_id:
+            return None
+        self._begin()
+        entry = self._entries.get(session_key)
+        if entry is None:
+            return None
+        if entry.session_id == target_session_id:
+            return entry
+        if entry.session_id != expected_session_id:
+            return None
+        try:
+            data = self._http.post(self._path(session_key, "compression-split"),
+                                   {"session_id": target_session_id, "previous_session_id": expected_session_id})
+        except (HermesConflict, HermesNotFound):
+            return None
+        return self._adopt(data)
+
+    # Hermes' active-turn markers are hermes' turns: the token is the turn
+    # id. The instrumented GatewayRunner (runs.py) opens the same turn for
+    # its _run_agent, so a marker and the runner share one turn per lane;
+    # it completes when both let go (left open when the drain cut it).
+
+    def _hold_turn(self, session_key: str, holder: str) -> Optional[str]:
+        """Joins the turn this process holds on the lane, else starts one
+        (of the announced gateway run, if any); None when the lane does not
+        exist. holder is "marker" or "runner"; a marker already held is
+        replaced by a new turn, as Hermes replaces its token."""
+        with self._turn_lock:
+            h = self._turns.get(session_key)
+            if h is not None and not (holder == "marker" and h["marker"] and not h["runner"]):
+                h[holder] = True
+                return h["id"]
+        run = getattr(self, "_gateway_run", None)
+        try:
+            res = self.start_turn(session_key, gateway_run=run.ref() if run is not None else None)
+        except HermesNotFound:
+            return None
+        with self._turn_lock:
+            self._turns[session_key] = {"id": res["turn_id"], "marker": holder == "marker",
+                                        "runner": holder == "runner", "failed": False, "keep_open": False}
+        return res["turn_id"]
+
+    def _release_turn(self, session_key: str, turn_id: str, holder: str, failed: bool = False,
+                      keep_open: bool = False) -> bool:
+        """Lets go of the turn; the last holder completes it. False when
+        this process holds another turn (or none) there."""
+        with self._turn_lock:
+            h = self._turns.get(session_key)
+            if h is None or h["id"] != turn_id or not h[holder]:
+                return False
+            h[holder] = False
+            h["failed"] = h["failed"] or failed
+            h["keep_open"] = h["keep_open"] or keep_open
+            if h["marker"] or h["runner"]:
+                return True
+            del self._turns[session_key]
+        if not h["keep_open"]:
+            try:
+                self.complete_turn(session_key, turn_id, failed=h["failed"])
+            except HermesNotFound:
+                pass
+        return True
+
+    def mark_turn_active(self, session_key: str) -> Optional[str]:
+        """Opens (or joins) the lane's turn on hermes and returns its id as
+        the marker's token; None when the lane does not exist."""
+        self._begin()
+        token = self._hold_turn(session_key, "marker")
+        if token is not None:
+            entry = dict.get(self._index(), session_key)
+            if entry is not None:
+                self._refresh(session_key)
+        return token
+
+    def clear_turn_active(self, session_key: str, token: str) -> bool:
+        """Compare-and-swap: completes the marker's turn when token is the
+        lane's open turn; False when the lane is gone or another turn owns
+        it."""
+        self._begin()
+        if self._release_turn(session_key, token, "marker"):
+            self._refresh(session_key)
+            return True
+        # A marker of another store (a restarted process): hermes' open
+        # turn decides.
+        try:
+            data = self._http.get(self._path(session_key))
+        except HermesNotFound:
+            return False
+        if not token or data.get("open_turn_id") != token:
+            self._adopt(data)
+            return False
+        try:
+            self.complete_turn(session_key, token)
+        except (HermesConflict, HermesNotFound):
+            return False
+        return True
+
+    def recover_interrupted_turns(self, max_age_seconds: int = 60 * 60) -> int:
+        """Crash recovery of the turns no gateway run holds (markers a dead
+        process left): a fresh one is interrupted and its lane marked
+        resume-pending (restart_interrupted), an older one closed without
+        it. Returns the lanes newly marked."""
+        self._begin()
+        res = self._http.post("/recovery/loose-turns", {"max_age_seconds": max(0, int(max_age_seconds))})
+        self._refresh_all()
+        return len(res.get("resumed") or [])
+
+    def discard_active_turn_markers(self) -> int:
+        """After a clean stop: closes every turn no gateway run holds
+        without continuing it. Returns how many it closed."""
+        self._begin()
+        res = self._http.post("/recovery/loose-turns", {"discard": True})
+        with self._turn_lock:
+            self._turns.clear()
+        self._refresh_all()
+        return len(res.get("closed") or [])
+
+    def _refresh(self, session_key: str) -> None:
+        try:
+            self._adopt(self._http.get(self._path(session_key)))
+        except HermesNotFound:
+            pass
 
     # -- what gateway/run.py tells hermes besides (hermes API) ------------
 
@@ -1321,4 +1713,8 @@ def _field_value(field: str, snap_value: Any, entry: SessionEntry) -> Any:
         return SessionSource._build(snap_value, strict=False) if snap_value else None
     if field == "platform":
         return _to_platform(snap_value)
+    if field == "metadata":
+        return copy.deepcopy(snap_value) if snap_value is not None else {}
+    if field == "model_override":
+        return copy.deepcopy(snap_value)
     return snap_value

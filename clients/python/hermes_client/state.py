@@ -9,6 +9,7 @@ exceptions; what hermes does differently is in docs/COMPATIBILITY.md.
 from __future__ import annotations
 
 import json
+import threading
 import logging
 import re
 from pathlib import Path
@@ -55,6 +56,9 @@ def _wire_message(msg: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
+_HYGIENE_LOCK = threading.Lock()
+
+
 class SessionDB:
     """Hermes' SessionDB over `hermes serve`.
 
@@ -62,6 +66,11 @@ class SessionDB:
     the data is in hermes, reached at ``base_url`` (default ``HERMES_URL``,
     else http://127.0.0.1:8642) with ``token`` (default ``HERMES_API_TOKEN``).
     """
+
+    # Hermes' FTS-rebuild pacing (d7f5acb9), which its tests and tools set:
+    # hermes maintains its own indexes, so they change nothing here.
+    _FTS_REBUILD_MIN_PAUSE = 0.0
+    _FTS_REBUILD_DUTY_FACTOR = 0.0
 
     MAX_TITLE_LENGTH = MAX_TITLE_LENGTH
 
@@ -469,6 +478,33 @@ class SessionDB:
 
     def set_meta(self, key: str, value: str) -> None:
         self._http.put(self._p("meta", key), {"value": "" if value is None else str(value)})
+
+    # -- gateway hygiene streaks (Hermes d7f5acb9's gateway_hygiene_state) --
+
+    def increment_hygiene_failure_streak(self, session_key: str) -> int:
+        """One more failed session-hygiene compression of the chat; the new
+        streak. Kept as the meta value ``hygiene_failure_streak:<key>`` (in
+        the log); increments are serialised in this process, not across
+        processes (docs/COMPATIBILITY.md)."""
+        if not session_key:
+            return 1
+        meta = "hygiene_failure_streak:" + session_key
+        with _HYGIENE_LOCK:
+            try:
+                streak = int(self.get_meta(meta) or 0) + 1
+            except (TypeError, ValueError):
+                streak = 1
+            self.set_meta(meta, str(streak))
+        return streak
+
+    def reset_hygiene_failure_streak(self, session_key: str) -> None:
+        """The chat's hygiene compression worked: its streak is 0."""
+        if not session_key:
+            return
+        with _HYGIENE_LOCK:
+            meta = "hygiene_failure_streak:" + session_key
+            if self.get_meta(meta):
+                self.set_meta(meta, "")
 
     # -- Telegram DM topic mode -------------------------------------------
 

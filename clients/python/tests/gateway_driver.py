@@ -120,7 +120,7 @@ class FakeAgent:
         return old
 
     def _compress_context(self, messages, system_message, *, approx_tokens=None, task_id="default",
-                          focus_topic=None, force=False):
+                          focus_topic=None, force=False, **_later):  # d7f5acb9 adds commit_fence
         old = self._split()
         summary = {"role": "user", "content": f"[summary of {len(messages)} messages of {old}]"}
         tail = [m for m in messages if m.get("role") in ("user", "assistant")][-2:]
@@ -138,12 +138,13 @@ class FakeAgent:
         # AIAgent writes the user's message to the SessionDB as its turn
         # starts, the rest as it goes.
         db.append_message(self.session_id, "user", text)
-        last_user = next((m.get("content") or "" for m in reversed(history) if m.get("role") == "user"), "")
         resuming = text.startswith("[System note:")
         # "#hang": a long tool call, until the gateway interrupts it (or the
         # process dies). "#stuck": the same, and again on every resume of
-        # the conversation (a stuck loop).
-        if "#hang" in text or "#stuck" in text or (resuming and "#stuck" in str(last_user)):
+        # the conversation (a stuck loop), however many resume notes the
+        # gateway stored after it (d7f5acb9 keeps each resumed turn's note).
+        stuck_before = any("#stuck" in str(m.get("content") or "") for m in history if m.get("role") == "user")
+        if "#hang" in text or "#stuck" in text or (resuming and stuck_before):
             while not self._interrupt.wait(0.05):
                 pass
             return {"final_response": None, "messages": history + [user], "interrupted": True,
@@ -191,10 +192,10 @@ class FakeTelegram(BasePlatformAdapter):
         emit(ev="topic_created", chat_id=str(chat_id), name=name, thread_id=str(self.next_topic))
         return self.next_topic
 
-    async def connect(self):
+    async def connect(self, *args, **kwargs):  # d7f5acb9 passes is_reconnect
         return True
 
-    async def disconnect(self):
+    async def disconnect(self, *args, **kwargs):
         return None
 
     async def send(self, chat_id, content, reply_to=None, metadata=None, **kwargs):

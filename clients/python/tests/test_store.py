@@ -293,7 +293,7 @@ class HermesAnswersTest(unittest.TestCase):
         grp = SessionSource(platform="telegram", chat_id="-100", chat_type="group", user_id="7")
         self.assertEqual(self.store._generate_session_key(grp), "agent:main:telegram:group:-100:7")
         # asked once per distinct source
-        self.assertIn(("telegram", "-100", "group", "7", None, None), self.store._keys)
+        self.assertIn(("telegram", "-100", "group", "7", None, None, None, None, None), self.store._keys)
 
     def test_is_session_expired_and_should_reset_follow_hermes_clock(self):
         e = self.store.get_or_create_session(dm("exp"))
