@@ -131,3 +131,42 @@ func TestWriteRecordsSealsAndErases(t *testing.T) {
 		t.Error("the server's storage holds the words of a message written with its erasure")
 	}
 }
+
+// TestErasedEventsNameTheFirstErasure: an event erased by a clear and then
+// by a delete names the clear (the first erasure that changed it), as the
+// embedded store's rewrite does; one written between them names the
+// delete. Records and envelopes alike, so a copy verifies.
+func TestErasedEventsNameTheFirstErasure(t *testing.T) {
+	srv := startEmulator(t)
+	s := open(t, srv.URL())
+	ctx := t.Context()
+	st := events.TranscriptStream("s")
+	clearing := erasureRecord(t, st, 2)
+	clearing.Data, _ = events.Encode(events.TranscriptErased{SessionID: "s", Scope: events.EraseMessages, Reason: events.ErasureOnRequest, At: t0})
+	del := erasureRecord(t, st, 4)
+	for _, recs := range [][]events.Record{{messageRecord(t, st, 1, "before")}, {clearing}, {messageRecord(t, st, 3, "between")}, {del}} {
+		if err := s.WriteRecords(ctx, recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := s.ReadRecords(ctx, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	envs, err := s.ReadStream(ctx, st, 1, 10, events.Forwards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 4 || len(envs) != 4 {
+		t.Fatalf("read %d records, %d events; want 4", len(recs), len(envs))
+	}
+	for i, want := range map[int]string{0: clearing.ID, 2: del.ID} {
+		var md events.Metadata
+		if err := json.Unmarshal(recs[i].Metadata, &md); err != nil {
+			t.Fatal(err)
+		}
+		if md.Redacted != want || envs[i].Metadata.Redacted != want {
+			t.Errorf("event %d reads as erased by %q (record), %q (event); want %s", i+1, md.Redacted, envs[i].Metadata.Redacted, want)
+		}
+	}
+}

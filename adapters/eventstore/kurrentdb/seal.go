@@ -44,6 +44,34 @@ type keyRecord struct {
 	// ErasedBy is the id of the erasure event that retired the keys
 	// before this one (empty for the first key).
 	ErasedBy string `json:"erased_by,omitempty"`
+	// Earlier are the erasures of the key stream before ErasedBy, oldest
+	// first (up to maxEarlier): each retired the keys before the one it
+	// made. An event reads as erased by the first erasure after its key,
+	// as the embedded store's rewrite names the first erasure that
+	// changed it.
+	Earlier []retirement `json:"earlier,omitempty"`
+}
+
+// retirement is an erasure of a key stream: By made the key at revision
+// Key and retired every key before it.
+type retirement struct {
+	Key uint64 `json:"key"`
+	By  string `json:"by"`
+}
+
+// maxEarlier bounds the erasures a key remembers; an event sealed under a
+// key older than all of them reads as erased by the oldest remembered.
+const maxEarlier = 256
+
+// destroyerOf is the erasure that destroyed the key at revision rev, as
+// the key record r (a later key) tells it.
+func (r keyRecord) destroyerOf(rev uint64) string {
+	for _, e := range r.Earlier {
+		if e.Key > rev {
+			return e.By
+		}
+	}
+	return r.ErasedBy
 }
 
 // sealedPart is the metadata field of a sealed record: which key sealed
@@ -230,11 +258,21 @@ func (s *Store) shred(ctx context.Context, stream, class, erasureID string) (str
 	if err != nil {
 		return streamKey{}, err
 	}
-	body, err := json.Marshal(keyRecord{Key: key, ErasedBy: erasureID})
+	ks := s.keyStream(stream, class)
+	// The erasures before this one, for the events they erased.
+	prevK, prev, found, err := s.readKey(ctx, ks, esdb.ReadStreamOptions{Direction: esdb.Backwards, From: esdb.End{}})
 	if err != nil {
 		return streamKey{}, err
 	}
-	ks := s.keyStream(stream, class)
+	var earlier []retirement
+	if found && prev.ErasedBy != "" {
+		earlier = append(prev.Earlier, retirement{Key: prevK.rev, By: prev.ErasedBy})
+		earlier = earlier[max(0, len(earlier)-maxEarlier):]
+	}
+	body, err := json.Marshal(keyRecord{Key: key, ErasedBy: erasureID, Earlier: earlier})
+	if err != nil {
+		return streamKey{}, err
+	}
 	var rev uint64
 	ev := esdb.EventData{EventID: uuid.New(), EventType: keyEventType, ContentType: esdb.ContentTypeJson, Data: body}
 	err = s.do(ctx, func(c *esdb.Client) error {
@@ -308,10 +346,10 @@ func (s *Store) currentKey(ctx context.Context, stream, class string, current ui
 	return streamKey{}, errors.New("make key: the key stream keeps changing")
 }
 
-// readKey reads one key of a key stream; found is false when the stream
-// has none there (never made, or truncated past it: shredded).
-func (s *Store) readKey(ctx context.Context, ks string, opts esdb.ReadStreamOptions) (k streamKey, erasedBy string, found bool, err error) {
-	var rec keyRecord
+// readKey reads one key of a key stream, and its record; found is false
+// when the stream has none there (never made, or truncated past it:
+// shredded).
+func (s *Store) readKey(ctx context.Context, ks string, opts esdb.ReadStreamOptions) (k streamKey, rec keyRecord, found bool, err error) {
 	err = s.do(ctx, func(c *esdb.Client) error {
 		found = false
 		rs, err := c.ReadStream(ctx, ks, opts, 1)
@@ -338,15 +376,15 @@ func (s *Store) readKey(ctx context.Context, ks string, opts esdb.ReadStreamOpti
 		return nil
 	})
 	if notFound(err) {
-		return streamKey{}, "", false, nil
+		return streamKey{}, keyRecord{}, false, nil
 	}
 	if err != nil {
-		return streamKey{}, "", false, fmt.Errorf("read key: %w", err)
+		return streamKey{}, keyRecord{}, false, fmt.Errorf("read key: %w", err)
 	}
 	if found && len(k.key) != 32 {
-		return streamKey{}, "", false, fmt.Errorf("read key: key stream %s@%d holds no key", ks, k.rev)
+		return streamKey{}, keyRecord{}, false, fmt.Errorf("read key: key stream %s@%d holds no key", ks, k.rev)
 	}
-	return k, rec.ErasedBy, found, nil
+	return k, rec, found, nil
 }
 
 // rememberedKey is a (stream, class)'s current key as this store last
@@ -441,7 +479,7 @@ func (kr *keyring) openData(serverStream string, r *esdb.RecordedEvent, sp *seal
 		if len(kr.keys) >= keyCacheLimit {
 			clear(kr.keys)
 		}
-		k, erasedBy, found, err := kr.s.readKey(kr.ctx, ks, esdb.ReadStreamOptions{Direction: esdb.Forwards, From: esdb.Revision(sp.Key)})
+		k, later, found, err := kr.s.readKey(kr.ctx, ks, esdb.ReadStreamOptions{Direction: esdb.Forwards, From: esdb.Revision(sp.Key)})
 		if err != nil {
 			return nil, "", err
 		}
@@ -455,7 +493,7 @@ func (kr *keyring) openData(serverStream string, r *esdb.RecordedEvent, sp *seal
 		case found:
 			// Truncated before a later key: that key's erasure (or a
 			// later one) destroyed this one.
-			st = keyState{erasedBy: cmp.Or(erasedBy, "erased")}
+			st = keyState{erasedBy: cmp.Or(later.destroyerOf(sp.Key), "erased")}
 		default:
 			st = keyState{erasedBy: "erased"}
 		}
