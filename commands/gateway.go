@@ -104,8 +104,25 @@ func (h *Handler) InterruptTurn(ctx context.Context, c InterruptTurn) (LaneResul
 	if c.AdoptedFrom != "" {
 		command = "adopt_turn"
 	}
+	// The turn's transcript is fenced first: a message of the turn that
+	// checked the lane before the interruption cannot land after it
+	// (fence.go).
+	lane, _, err := h.Lane(ctx, c.Key)
+	if err != nil && !isNotFound(err) {
+		return LaneResult{}, fmt.Errorf("%s %s: %w", command, c.Key, err)
+	}
+	if lane.TurnOpen() && (c.TurnID == "" || lane.OpenTurnID == c.TurnID) {
+		if err := h.fenceTurn(ctx, lane.SessionID, lane.OpenTurnID); err != nil {
+			return LaneResult{}, fmt.Errorf("%s %s: %w", command, c.Key, err)
+		}
+	}
 	return h.execute(ctx, c.Key, command, c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
 		if c.TurnID != "" && l.OpenTurnID != c.TurnID {
+			return nil, nil
+		}
+		if l.TurnOpen() && l.OpenTurnID != lane.OpenTurnID {
+			// Another turn opened since the fence was written: it is
+			// left for the next call to fence and close.
 			return nil, nil
 		}
 		return l.InterruptTurn(c.Reason, now)

@@ -203,11 +203,22 @@ type CompleteTurn struct {
 	CommandID string
 }
 
-// CompleteTurn closes a lane's turn.
+// CompleteTurn closes a lane's turn. An outcome naming its turn is fenced:
+// refused with domain.ErrTurnNotOpen when that turn is not the lane's open
+// turn (it ended or was adopted), appending nothing.
 func (h *Handler) CompleteTurn(ctx context.Context, c CompleteTurn) (LaneResult, error) {
-	return h.execute(ctx, c.Key, "complete_turn", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+	res, err := h.execute(ctx, c.Key, "complete_turn", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
 		return l.CompleteTurn(c.Outcome, now)
 	})
+	if errors.Is(err, domain.ErrTurnNotOpen) && c.CommandID != "" {
+		// A retry of a completion that went through (the turn it closed
+		// is no longer open) answers as the first attempt did.
+		stream := events.LaneStream(c.Key)
+		if env, ok, aerr := h.appliedIn(ctx, stream, identify(c.CommandID).eventID(stream, 0)); aerr == nil && ok {
+			return LaneResult{Lane: res.Lane, Version: res.Version, Position: env.Position, Events: []events.Event{env.Event}}, nil
+		}
+	}
+	return res, err
 }
 
 // SetActiveProcesses records the lane's live background process count.
