@@ -29,7 +29,7 @@ const (
 	// CodeTurnNotOpen (409): a write naming a turn that is no longer the
 	// lane's open turn (it ended, or its node's run was adopted); nothing
 	// was appended.
-	CodeTurnNotOpen = "turn_not_open"
+	CodeTurnNotOpen     = "turn_not_open"
 	CodePayloadTooLarge = "payload_too_large"
 	CodeUnavailable     = "unavailable"
 	CodeInternal        = "internal"
