@@ -21,7 +21,9 @@ import (
 //   - a message naming its turn lives in another stream (the session's
 //     transcript). Whoever closes a turn that is not theirs first appends
 //     a transcript.turn_fenced to that transcript (fenceTurn), then the
-//     lane's turn_interrupted; the message append reads the transcript's
+//     lane's turn_interrupted; so does a completion when other processes
+//     write the store (in one process the lane lock orders a message and
+//     a completion). The message append reads the transcript's
 //     version, then the lane (the turn must be open), then looks for the
 //     fence up to that version, and appends at that version. A message
 //     that checked the lane before an interruption and reaches the store
@@ -60,6 +62,32 @@ func (h *Handler) fenceTurn(ctx context.Context, sessionID, turnID string) error
 		return fmt.Errorf("fence turn %s on %s: %w", turnID, stream, err)
 	}
 	return nil
+}
+
+// fenceCompletion fences the transcript of the turn c completes, when
+// other processes write the store: a message of the turn that checked the
+// lane before the completion, on another node, cannot land after it. (In
+// one process the lane lock orders the two: appendFenced holds it.) Only
+// a completion the lane would accept fences: a refused one leaves the turn
+// open and its messages free.
+func (h *Handler) fenceCompletion(ctx context.Context, c CompleteTurn) error {
+	if h.soleWriter {
+		return nil
+	}
+	lane, _, err := h.Lane(ctx, c.Key)
+	if err != nil {
+		if isNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("complete turn on %s: %w", c.Key, err)
+	}
+	if !lane.TurnOpen() {
+		return nil
+	}
+	if _, err := lane.CompleteTurn(c.Outcome, h.now()); err != nil {
+		return nil // refused: the decision on the lane says why
+	}
+	return h.fenceTurn(ctx, lane.SessionID, lane.OpenTurnID)
 }
 
 // appliedIn looks, among the last appliedScan events of stream, for the
@@ -134,6 +162,12 @@ func (t *TranscriptCommands) appendFenced(ctx context.Context, c AppendMessage, 
 	h := t.h
 	cmd := identify(c.CommandID)
 	stream := events.TranscriptStream(c.SessionID)
+	// The lane's lock orders this append and the lane's commands in this
+	// process (a completion cannot slip between the check and the append).
+	if key, err := t.laneOfSession(ctx, c.SessionID); err == nil && key != "" {
+		unlock := h.locks.lock(key)
+		defer unlock()
+	}
 	for range fenceAttempts {
 		version, err := h.transcriptVersion(ctx, stream)
 		if err != nil {

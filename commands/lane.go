@@ -207,6 +207,9 @@ type CompleteTurn struct {
 // refused with domain.ErrTurnNotOpen when that turn is not the lane's open
 // turn (it ended or was adopted), appending nothing.
 func (h *Handler) CompleteTurn(ctx context.Context, c CompleteTurn) (LaneResult, error) {
+	if err := h.fenceCompletion(ctx, c); err != nil {
+		return LaneResult{}, err
+	}
 	res, err := h.execute(ctx, c.Key, "complete_turn", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
 		return l.CompleteTurn(c.Outcome, now)
 	})

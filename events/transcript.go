@@ -131,12 +131,13 @@ type TranscriptReopened struct {
 }
 
 // TurnFenced records, in the transcript of the session a turn runs on,
-// that the turn is being closed by someone other than its owner (its
-// node's run was adopted, its gateway run ended, crash recovery): from
-// here on a message naming the turn is refused. It is written before the
-// turn's lane.turn_interrupted, so a message append that checked the lane
-// before the interruption and appends after it finds the fence (its
-// append carries the transcript version it read).
+// that the turn is being closed: interrupted (its node's run was adopted,
+// its gateway run ended, crash recovery) or, with several processes on
+// the store, completed. From here on a message naming the turn is refused.
+// It is written before the turn's lane.turn_interrupted (or
+// turn_completed), so a message append that checked the lane before the
+// close and appends after it finds the fence (its append carries the
+// transcript version it read).
 type TurnFenced struct {
 	SessionID string    `json:"session_id"`
 	TurnID    string    `json:"turn_id"`
