@@ -36,7 +36,9 @@ import (
 // nemesis injecting faults on a seeded schedule; then the checkers of
 // testfixtures/chaos decide from the history and the log. HERMES_CHAOS_SECONDS
 // sets the workload's length (default 20 s: the short run of make test;
-// make chaos runs several minutes), HERMES_CHAOS_SEED replays a schedule.
+// make chaos runs several minutes), HERMES_CHAOS_SEED replays a schedule
+// (the same faults at the same offsets and the same client choices; the
+// interleaving itself is the machine's).
 //
 // The partition nemesis is a TCP proxy per node between the node and the
 // store, owned by the test (testfixtures/chaos.Proxy), rather than network
@@ -44,20 +46,27 @@ import (
 // a machine other jobs share, cuts one node while the others keep the
 // store, and heals at once and for certain.
 
+// chaosEnabled skips the chaos tests unless HERMES_CHAOS is set: make
+// test runs the short run on its own (make test-chaos), make chaos the
+// long one, so the race-detector pass over the package does not run them
+// again.
+func chaosEnabled(t *testing.T) {
+	t.Helper()
+	if testing.Short() || os.Getenv("HERMES_CHAOS") == "" {
+		t.Skip("a chaos run (HERMES_CHAOS=1; make test-chaos, make chaos)")
+	}
+}
+
 // TestChaosOnKurrentDBEmulator is the chaos run on the KurrentDB emulator.
 func TestChaosOnKurrentDBEmulator(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three hermes serve processes")
-	}
+	chaosEnabled(t)
 	runChaos(t, chaosEmulator(t), chaosOptions{bin: binary, nemesis: true})
 }
 
 // TestChaosOnPostgres is the chaos run on PostgreSQL (a cluster of the
 // test's own, so the store-restart nemesis restarts no other test's).
 func TestChaosOnPostgres(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three hermes serve processes")
-	}
+	chaosEnabled(t)
 	runChaos(t, chaosPostgres(t), chaosOptions{bin: binary, nemesis: true})
 }
 
@@ -66,9 +75,7 @@ func TestChaosOnPostgres(t *testing.T) {
 // version) forks lanes when two nodes resolve one new key at once; the
 // checkers must say so. It passes when they fail the run.
 func TestChaosCatchesBrokenBuild(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds hermes and starts three hermes serve processes")
-	}
+	chaosEnabled(t)
 	bin := filepath.Join(t.TempDir(), "hermes-broken")
 	build := exec.Command("go", "build", "-tags", "hermes_broken_expected_version", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -265,7 +272,9 @@ func runChaos(t *testing.T, st chaosStore, opt chaosOptions) chaosResult {
 		if err := os.MkdirAll(n.home, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		cfg := "session_reset:\n  mode: none\nhooks:\n  start_at_head: false\n  webhooks:\n    - name: count\n      url: " + hook.url + "\n"
+		// No automatic resets and no stuck-loop suspensions: a lane's
+		// session changes only by the workload's resets (the model's rule).
+		cfg := "session_reset:\n  mode: none\nrecovery:\n  stuck_loop_threshold: 1000000\nhooks:\n  start_at_head: false\n  webhooks:\n    - name: count\n      url: " + hook.url + "\n"
 		if err := os.WriteFile(filepath.Join(n.home, "config.yaml"), []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -581,7 +590,9 @@ func checkChaos(t *testing.T, st chaosStore, store events.Store, nodes []*chaosN
 		checked = append(checked, chaos.Op{ID: len(checked), Client: -1, Input: chaos.Input{Kind: chaos.Interrupt, Key: key, Turn: e.TurnID},
 			Output: chaos.Output{Outcome: chaos.OK}, Invoke: s.Invoke, Complete: end})
 	}
+	checkStart := time.Now()
 	res.linear = chaos.CheckLinearizable(checked, 2*time.Minute)
+	checkTime := time.Since(checkStart)
 	res.log = chaos.CheckLog(logEnvs, ops)
 	res.anomalies = append(res.anomalies, res.log.Anomalies...)
 
@@ -637,6 +648,7 @@ func checkChaos(t *testing.T, st chaosStore, store events.Store, nodes []*chaosN
 		fmt.Fprintf(&b, "  %-22s %s\n", name, s)
 	}
 	verdict("linearizable (lanes)", res.linear.Result == porcupine.Ok)
+	fmt.Fprintf(&b, "    (porcupine, %d lanes, %v)\n", res.log.Lanes, checkTime.Round(time.Millisecond))
 	if res.linear.Result == porcupine.Unknown {
 		fmt.Fprintf(&b, "    (porcupine timed out on some lane)\n")
 	}
