@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -176,8 +178,13 @@ type chaosOptions struct {
 // chaosNode is one hermes serve of the run.
 type chaosNode struct {
 	name, home string
-	env        []string
+	env, args  []string
 	proxy      *chaos.Proxy
+	// skew, for the node on a manual clock, is how far its clock is set
+	// from the system clock (nanoseconds; see driveClock).
+	skew atomic.Int64
+	// lifecycle serialises the kills and restarts of the node's process.
+	lifecycle sync.Mutex
 
 	mu  sync.Mutex
 	srv *server
@@ -198,7 +205,7 @@ const (
 
 // boot starts the node's process and waits until it is ready.
 func (n *chaosNode) boot(t *testing.T, bin string) error {
-	s := launchServerBin(t, bin, n.home, n.env)
+	s := launchServerBin(t, bin, n.home, n.env, n.args...)
 	deadline := time.Now().Add(chaosReadyMax)
 	for {
 		select {
@@ -278,8 +285,16 @@ func runChaos(t *testing.T, st chaosStore, opt chaosOptions) chaosResult {
 		if err := os.WriteFile(filepath.Join(n.home, "config.yaml"), []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		if i == chaosNodes-1 && opt.nemesis {
+			// The last node keeps its own time: a manual clock the test
+			// moves along the system clock, plus a skew the nemesis sets.
+			n.args = []string{"--clock=manual"}
+		}
 		if err := n.boot(t, opt.bin); err != nil {
 			t.Fatal(err)
+		}
+		if len(n.args) > 0 {
+			go driveClock(t.Context(), n)
 		}
 		nodes[i] = n
 	}
@@ -300,10 +315,26 @@ func runChaos(t *testing.T, st chaosStore, opt chaosOptions) chaosResult {
 		}
 		var faults map[string]int
 		var schedule []string
+		// A node whose run was adopted (cut off, paused, or another node's
+		// clock ahead) restarts itself (exit 75): bring it back, as its
+		// supervisor would.
+		watchCtx, stopWatch := context.WithCancel(t.Context())
+		var watch sync.WaitGroup
+		watch.Go(func() {
+			for watchCtx.Err() == nil {
+				restartExited(t, nodes, opt.bin)
+				select {
+				case <-watchCtx.Done():
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		})
 		if opt.nemesis {
 			faults, schedule = nemesis(t, st, nodes, opt.bin, rand.New(rand.NewPCG(seed, 1<<32)), deadline)
 		}
 		wg.Wait()
+		stopWatch()
+		watch.Wait()
 		w.faults, w.schedule = faults, schedule
 	}
 	healAll(t, nodes, opt.bin)
@@ -434,6 +465,10 @@ func (w *chaosWorkload) send(srv *server, path string, body any, kind chaos.Kind
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := w.client.Do(req)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		// Nothing listens (the node is down): the request was never sent.
+		return chaos.Output{Outcome: chaos.Failed, Code: "connection_refused"}
+	}
 	if err != nil {
 		return chaos.Output{Outcome: chaos.Unknown, Err: err.Error()}
 	}
@@ -486,7 +521,8 @@ func (w *chaosWorkload) send(srv *server, path string, body any, kind chaos.Kind
 // nemesis injects a fault every few seconds until deadline, each healed
 // before the next: a node partitioned from the store, a node paused
 // (SIGSTOP) past its lease, a node SIGKILLed and restarted, the store
-// restarted. It returns the faults injected by kind and the schedule.
+// restarted, the last node's clock skewed by more than a third of the
+// lease. It returns the faults injected by kind and the schedule.
 func nemesis(t *testing.T, st chaosStore, nodes []*chaosNode, bin string, rng *rand.Rand, deadline time.Time) (map[string]int, []string) {
 	faults := map[string]int{}
 	var schedule []string
@@ -497,7 +533,7 @@ func nemesis(t *testing.T, st chaosStore, nodes []*chaosNode, bin string, rng *r
 		i := rng.IntN(len(nodes))
 		n := nodes[i]
 		var kind string
-		switch rng.IntN(4) {
+		switch rng.IntN(5) {
 		case 0:
 			kind = "partition " + n.name
 			n.proxy.Partition()
@@ -511,8 +547,11 @@ func nemesis(t *testing.T, st chaosStore, nodes []*chaosNode, bin string, rng *r
 			_ = s.cmd.Process.Signal(syscall.SIGCONT)
 		case 2:
 			kind = "kill+restart " + n.name
+			n.lifecycle.Lock()
 			n.current().kill()
-			if err := n.boot(t, bin); err != nil {
+			err := n.boot(t, bin)
+			n.lifecycle.Unlock()
+			if err != nil {
 				t.Errorf("nemesis: restart %s: %v", n.name, err)
 			}
 		case 3:
@@ -520,18 +559,69 @@ func nemesis(t *testing.T, st chaosStore, nodes []*chaosNode, bin string, rng *r
 			if err := st.restart(); err != nil {
 				t.Errorf("nemesis: restart the store: %v", err)
 			}
+		case 4:
+			// More than a third of the lease, ahead or behind.
+			skewed := nodes[len(nodes)-1]
+			d := chaosLease/3 + time.Duration(500+rng.IntN(1000))*time.Millisecond
+			if rng.IntN(2) == 0 {
+				d = -d
+			}
+			kind = fmt.Sprintf("skew %s %+.1fs", skewed.name, d.Seconds())
+			skewed.skew.Store(int64(d))
+			time.Sleep(hold)
+			skewed.skew.Store(0)
 		}
 		faults[strings.Fields(kind)[0]]++
 		schedule = append(schedule, fmt.Sprintf("%6.1fs %s", time.Since(start).Seconds(), kind))
-		restartExited(t, nodes, bin)
 	}
 	return faults, schedule
+}
+
+// driveClock moves the manual clock of n to the system clock plus n's
+// skew every 100 ms until ctx ends. A manual clock only moves forwards: a
+// skew ahead that ends leaves the clock still until the system clock
+// catches up, and a skew behind is the clock held still for a while.
+func driveClock(ctx context.Context, n *chaosNode) {
+	client := &http.Client{Timeout: time.Second}
+	var last time.Time
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		to := time.Now().Add(time.Duration(n.skew.Load())).UTC()
+		s := n.current()
+		if !to.After(last) || s == nil {
+			continue
+		}
+		body, _ := json.Marshal(map[string]any{"now": to.Format(time.RFC3339Nano)})
+		req, err := http.NewRequestWithContext(ctx, "POST", "http://"+s.addr+"/v1/clock", bytes.NewReader(body))
+		if err != nil {
+			continue
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			continue // paused, restarting: the next tick catches up
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			last = to
+		} else {
+			last = time.Time{} // a restarted node: its clock began anew
+		}
+	}
 }
 
 // restartExited restarts the nodes whose process ended (a node whose run
 // was adopted while it was cut off restarts itself: exit 75).
 func restartExited(t *testing.T, nodes []*chaosNode, bin string) {
 	for _, n := range nodes {
+		n.lifecycle.Lock()
 		select {
 		case <-n.current().done:
 			if err := n.boot(t, bin); err != nil {
@@ -539,6 +629,7 @@ func restartExited(t *testing.T, nodes []*chaosNode, bin string) {
 			}
 		default:
 		}
+		n.lifecycle.Unlock()
 	}
 }
 
@@ -610,7 +701,8 @@ func checkChaos(t *testing.T, st chaosStore, store events.Store, nodes []*chaosN
 	// Read models converge: every node answers each lane as the log has
 	// it (session, version, open turn).
 	res.anomalies = append(res.anomalies, converge(t, nodes, logEnvs, opt.bin)...)
-	verified := 0
+	// Every node stops before any is verified: a node still running
+	// appends (its stop, its leases) past what a stopped one applied.
 	for _, n := range nodes {
 		s := n.current()
 		s.cmd.Process.Signal(syscall.SIGTERM)
@@ -620,6 +712,9 @@ func checkChaos(t *testing.T, st chaosStore, store events.Store, nodes []*chaosN
 			res.anomalies = append(res.anomalies, chaos.Anomaly{Checker: "stop", What: n.name + " did not stop after SIGTERM"})
 			s.kill()
 		}
+	}
+	verified := 0
+	for _, n := range nodes {
 		cmd := exec.Command(binary, "projections", "verify", "--home", n.home, "--store", st.nodeURL(n.proxy.Addr()))
 		cmd.Env = append(os.Environ(), "NO_COLOR=1")
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -638,6 +733,28 @@ func checkChaos(t *testing.T, st chaosStore, store events.Store, nodes []*chaosN
 		kinds[o.Input.Kind]++
 	}
 	fmt.Fprintf(&b, "  by kind: %v\n", kinds)
+	why := map[string]int{}
+	for _, o := range ops {
+		if o.Output.Outcome == chaos.Unknown {
+			r := o.Output.Err
+			if o.Output.Status != 0 {
+				r = fmt.Sprintf("%d %s", o.Output.Status, r)
+			}
+			if len(r) > 60 {
+				r = r[:60]
+			}
+			why[r]++
+		} else if o.Output.Outcome == chaos.Failed {
+			why[fmt.Sprintf("failed %d %s", o.Output.Status, o.Output.Code)]++
+		}
+	}
+	reasons := slices.SortedFunc(maps.Keys(why), func(a, b string) int { return why[b] - why[a] })
+	for i, r := range reasons {
+		if i == 6 {
+			break
+		}
+		fmt.Fprintf(&b, "    %5d × %s\n", why[r], r)
+	}
 	fmt.Fprintf(&b, "  faults injected: %v\n", w.faults)
 	fmt.Fprintf(&b, "  log: %d events, %d lanes, %d messages; %d acknowledged writes looked up\n", res.log.Events, res.log.Lanes, res.log.Messages, res.log.Acknowledged)
 	verdict := func(name string, ok bool) {
