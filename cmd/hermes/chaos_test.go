@@ -281,7 +281,8 @@ func runChaos(t *testing.T, st chaosStore, opt chaosOptions) chaosResult {
 		}
 		// No automatic resets and no stuck-loop suspensions: a lane's
 		// session changes only by the workload's resets (the model's rule).
-		cfg := "session_reset:\n  mode: none\nrecovery:\n  stuck_loop_threshold: 1000000\nhooks:\n  start_at_head: false\n  webhooks:\n    - name: count\n      url: " + hook.url + "\n"
+		// A stop drains for a second at most.
+		cfg := "session_reset:\n  mode: none\nrecovery:\n  stuck_loop_threshold: 1000000\nagent:\n  restart_drain_timeout: 1\nhooks:\n  start_at_head: false\n  webhooks:\n    - name: count\n      url: " + hook.url + "\n"
 		if err := os.WriteFile(filepath.Join(n.home, "config.yaml"), []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -299,6 +300,7 @@ func runChaos(t *testing.T, st chaosStore, opt chaosOptions) chaosResult {
 		nodes[i] = n
 	}
 	store := st.open(t)
+	t.Logf("%d nodes ready", len(nodes))
 
 	history := chaos.NewHistory()
 	w := &chaosWorkload{nodes: nodes, history: history, client: &http.Client{Timeout: chaosTimeout}, known: map[string]*keyState{}}
@@ -648,6 +650,11 @@ func healAll(t *testing.T, nodes []*chaosNode, bin string) {
 func checkChaos(t *testing.T, st chaosStore, store events.Store, nodes []*chaosNode, hook *hookCounter, w *chaosWorkload, seed uint64, opt chaosOptions) chaosResult {
 	ctx := t.Context()
 	var res chaosResult
+	phase := time.Now()
+	lap := func(what string) {
+		t.Logf("%s: %v", what, time.Since(phase).Round(time.Millisecond))
+		phase = time.Now()
+	}
 	ops := w.history.Ops()
 	logEnvs, err := chaos.ReadLog(ctx, store)
 	if err != nil {
@@ -689,9 +696,11 @@ func checkChaos(t *testing.T, st chaosStore, store events.Store, nodes []*chaosN
 
 	// Webhooks: every deliverable event delivered at least once (the
 	// leader may die or pause mid-batch: duplicates are counted).
+	lap("history and log checked")
 	if !opt.expectBroken {
 		res.anomalies = append(res.anomalies, waitDelivered(ctx, store, hook)...)
 	}
+	lap("webhooks delivered")
 	dups := 0
 	for _, n := range hook.counts() {
 		if n > 1 {
@@ -701,6 +710,7 @@ func checkChaos(t *testing.T, st chaosStore, store events.Store, nodes []*chaosN
 	// Read models converge: every node answers each lane as the log has
 	// it (session, version, open turn).
 	res.anomalies = append(res.anomalies, converge(t, nodes, logEnvs, opt.bin)...)
+	lap("read models converged")
 	// Every node stops before any is verified: a node still running
 	// appends (its stop, its leases) past what a stopped one applied.
 	for _, n := range nodes {
@@ -724,6 +734,7 @@ func checkChaos(t *testing.T, st chaosStore, store events.Store, nodes []*chaosN
 		}
 	}
 
+	lap("nodes stopped and verified")
 	counts := chaos.Counts(ops)
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos summary (%s, seed %d)\n", st.name, seed)
