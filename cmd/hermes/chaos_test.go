@@ -673,8 +673,11 @@ func checkChaos(t *testing.T, st chaosStore, store events.Store, nodes []*chaosN
 		end = max(end, o.Complete)
 	}
 	checked := slices.Clone(ops)
-	interrupts := 0
+	interrupts, adoptions := 0, 0
 	for _, env := range logEnvs {
+		if _, ok := env.Event.(events.RunAdopted); ok {
+			adoptions++
+		}
 		e, ok := env.Event.(events.TurnInterrupted)
 		if !ok || !strings.HasPrefix(env.Stream, events.LaneStream("")) {
 			continue
@@ -739,6 +742,7 @@ func checkChaos(t *testing.T, st chaosStore, store events.Store, nodes []*chaosN
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos summary (%s, seed %d)\n", st.name, seed)
 	fmt.Fprintf(&b, "  operations: %d (ok %d, failed %d, unknown %d); turns closed by hermes: %d\n", len(ops), counts[chaos.OK], counts[chaos.Failed], counts[chaos.Unknown], interrupts)
+	fmt.Fprintf(&b, "  node runs adopted by another node: %d\n", adoptions)
 	kinds := map[chaos.Kind]int{}
 	for _, o := range ops {
 		kinds[o.Input.Kind]++
