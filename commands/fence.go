@@ -64,30 +64,44 @@ func (h *Handler) fenceTurn(ctx context.Context, sessionID, turnID string) error
 	return nil
 }
 
+// fence is the turn a closer fenced, in the transcript of sessionID.
+type fence struct{ sessionID, turnID string }
+
+// covers reports whether f fenced the turn open on l now: a lane that
+// moved to another session (a reset) or turn since is fenced again.
+func (f fence) covers(l domain.Lane) bool {
+	return f.turnID != "" && f.turnID == l.OpenTurnID && f.sessionID == l.SessionID
+}
+
+// errFenceMoved: the lane moved after its turn was fenced; the closer
+// fences again and decides again.
+var errFenceMoved = errors.New("the lane moved since its turn's transcript was fenced")
+
 // fenceCompletion fences the transcript of the turn c completes, when
 // other processes write the store: a message of the turn that checked the
 // lane before the completion, on another node, cannot land after it. (In
 // one process the lane lock orders the two: appendFenced holds it.) Only
 // a completion the lane would accept fences: a refused one leaves the turn
 // open and its messages free.
-func (h *Handler) fenceCompletion(ctx context.Context, c CompleteTurn) error {
+func (h *Handler) fenceCompletion(ctx context.Context, c CompleteTurn) (fence, error) {
 	if h.soleWriter {
-		return nil
+		return fence{}, nil
 	}
 	lane, _, err := h.Lane(ctx, c.Key)
 	if err != nil {
 		if isNotFound(err) {
-			return nil
+			return fence{}, nil
 		}
-		return fmt.Errorf("complete turn on %s: %w", c.Key, err)
+		return fence{}, fmt.Errorf("complete turn on %s: %w", c.Key, err)
 	}
 	if !lane.TurnOpen() {
-		return nil
+		return fence{}, nil
 	}
 	if _, err := lane.CompleteTurn(c.Outcome, h.now()); err != nil {
-		return nil // refused: the decision on the lane says why
+		return fence{}, nil // refused: the decision on the lane says why
 	}
-	return h.fenceTurn(ctx, lane.SessionID, lane.OpenTurnID)
+	f := fence{sessionID: lane.SessionID, turnID: lane.OpenTurnID}
+	return f, h.fenceTurn(ctx, f.sessionID, f.turnID)
 }
 
 // appliedIn looks, among the last appliedScan events of stream, for the

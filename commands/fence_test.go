@@ -21,16 +21,22 @@ type laneIndex struct {
 
 func (x laneIndex) LaneOfSession(context.Context, string) (string, error) { return x.key, nil }
 
-// pausingStore is a store whose next append to a transcript stream first
-// runs pause (once): the process stopped between its checks and its write.
+// pausingStore is a store whose next append to a stream named with prefix
+// (default: a transcript) first runs pause (once): the process stopped
+// between its checks and its write.
 type pausingStore struct {
 	events.Store
-	once  sync.Once
-	pause func()
+	prefix string
+	once   sync.Once
+	pause  func()
 }
 
 func (p *pausingStore) Append(ctx context.Context, stream string, expected events.ExpectedVersion, proposed []events.Proposed) (events.AppendResult, error) {
-	if strings.HasPrefix(stream, events.TranscriptStream("")) && p.pause != nil {
+	prefix := p.prefix
+	if prefix == "" {
+		prefix = events.TranscriptStream("")
+	}
+	if strings.HasPrefix(stream, prefix) && p.pause != nil {
 		p.once.Do(p.pause)
 	}
 	return p.Store.Append(ctx, stream, expected, proposed)
@@ -191,5 +197,47 @@ func TestFencedWrites_RetryAfterTheTurnEnded(t *testing.T) {
 	}
 	if n := c.count(t, events.TranscriptStream(sid), func(e events.Event) bool { _, ok := e.(events.MessageAppended); return ok }); n != 1 {
 		t.Errorf("transcript holds %d messages, want 1", n)
+	}
+}
+
+// TestFencedCompletion_LaneResetMeanwhile: a completion fences its turn's
+// transcript, then, before its lane append, another node resets the lane
+// (the turn stays open on the new session). The completion fences the new
+// session's transcript too before it closes the turn, so a message of the
+// turn to the new session cannot land after the completion.
+func TestFencedCompletion_LaneResetMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, "n1", "n2")
+	key := openTurnOn(t, c, "n1", "fenced-3")
+	lane, _, err := c.nodes["n1"].Lane(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn := lane.OpenTurnID
+	ps := &pausingStore{Store: c.store, prefix: events.LaneStream("")}
+	ps.pause = func() {
+		if _, err := c.nodes["n2"].ResetSession(ctx, commands.ResetSession{Key: key}); err != nil {
+			t.Error(err)
+		}
+	}
+	closer := commands.NewHandler(ps, idleConfig(), commands.WithClock(c.clocks["n1"].Now), commands.WithNode("n1"))
+	if _, err := closer.CompleteTurn(ctx, commands.CompleteTurn{Key: key, Outcome: domain.TurnOutcome{TurnID: turn}}); err != nil {
+		t.Fatalf("CompleteTurn(%s) = %v", turn, err)
+	}
+	after, _, err := c.nodes["n2"].Lane(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.SessionID == lane.SessionID || after.TurnOpen() {
+		t.Fatalf("lane after = session %s, open turn %q; want a new session and the turn closed", after.SessionID, after.OpenTurnID)
+	}
+	for _, sid := range []string{lane.SessionID, after.SessionID} {
+		if n := c.count(t, events.TranscriptStream(sid), func(e events.Event) bool { f, ok := e.(events.TurnFenced); return ok && f.TurnID == turn }); n != 1 {
+			t.Errorf("transcript of %s holds %d turn_fenced of %s, want 1", sid, n, turn)
+		}
+	}
+	tc := c.nodes["n2"].Transcripts(laneIndex{key: key})
+	if _, err := tc.AppendMessage(ctx, commands.AppendMessage{SessionID: after.SessionID, Message: userMessage("late"), TurnID: turn}); !errors.Is(err, domain.ErrTurnNotOpen) {
+		t.Errorf("AppendMessage(turn %s) to the new session after the completion = %v, want ErrTurnNotOpen", turn, err)
 	}
 }
