@@ -620,14 +620,17 @@ func driveClock(ctx context.Context, n *chaosNode) {
 }
 
 // restartExited restarts the nodes whose process ended (a node whose run
-// was adopted while it was cut off restarts itself: exit 75).
+// was adopted while it was cut off restarts itself: exit 75). A node that
+// cannot start (its store cut off or restarting: it exits at once) is
+// tried again by the next call; one that never comes back is what the
+// convergence checker reports.
 func restartExited(t *testing.T, nodes []*chaosNode, bin string) {
 	for _, n := range nodes {
 		n.lifecycle.Lock()
 		select {
 		case <-n.current().done:
 			if err := n.boot(t, bin); err != nil {
-				t.Errorf("restart %s: %v", n.name, err)
+				t.Logf("restart %s (tried again): %v", n.name, err)
 			}
 		default:
 		}
