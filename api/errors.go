@@ -119,9 +119,16 @@ func statusOf(err error) (int, string) {
 // full and the client sees only that something went wrong.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code := statusOf(err)
+	if status == http.StatusInternalServerError {
+		err = s.degradedWhileHealing(err)
+		status, code = statusOf(err)
+	}
 	msg := err.Error()
-	if status == http.StatusInsufficientStorage {
+	switch {
+	case status == http.StatusInsufficientStorage:
 		w.Header().Set("Retry-After", "30")
+	case errors.Is(err, errHealing):
+		w.Header().Set("Retry-After", "5")
 	}
 	if status == http.StatusInternalServerError {
 		// The error may quote the request: the log line holds a bounded

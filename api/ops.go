@@ -10,13 +10,18 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 
 // readyz is ready once recovery ran and the projections caught up, while
 // the log is sound (damaged with the reason otherwise) and storage takes
-// writes (storage_full with the reason otherwise).
+// writes (storage_full with the reason otherwise), and no read model is
+// being rebuilt after damage (healing with the reason otherwise).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if s.LogDamaged != nil {
 		if err := s.LogDamaged(); err != nil {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "damaged", "reason": err.Error()})
 			return
 		}
+	}
+	if err := s.healing(); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "healing", "reason": err.Error()})
+		return
 	}
 	if err := s.StorageError(); err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "storage_full", "reason": err.Error()})

@@ -23,24 +23,53 @@ type leaseKey struct{}
 // modelsLease is the generation of read models a request reads: acquired
 // at its first query, released when its handler returns, so a swap waits
 // for it and never closes a handle under it. Requests that read no model
-// (event streams, health) never hold one and never hold up a swap.
+// (event streams, health) never hold one and never hold up a swap. A
+// request that waits for the runner lets its lease go meanwhile (pause):
+// a swap may be what the runner waits for (healing.go), and the request's
+// next query acquires the generation in place then.
 type modelsLease struct {
 	holder  *projections.Holder[ReadModels]
-	once    sync.Once
+	mu      sync.Mutex
 	models  ReadModels
 	release func()
+	ended   bool
 }
 
 func (l *modelsLease) get() ReadModels {
-	l.once.Do(func() { l.models, l.release = l.holder.Acquire() })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// A query racing the end cannot acquire after it.
+	if l.release == nil && !l.ended {
+		l.models, l.release = l.holder.Acquire()
+	}
 	return l.models
 }
 
-func (l *modelsLease) end() {
-	// Run the once, so that a query racing the end cannot acquire after it.
-	l.once.Do(func() {})
+// pause releases the lease until the next query.
+func (l *modelsLease) pause() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.release != nil {
 		l.release()
+		l.release = nil
+	}
+}
+
+func (l *modelsLease) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended = true
+	if l.release != nil {
+		l.release()
+		l.release = nil
+	}
+}
+
+// pauseModels releases the lease of ctx's request, if it holds one, until
+// its next query: called before a wait for the runner.
+func (s *Server) pauseModels(ctx context.Context) {
+	if l, ok := ctx.Value(leaseKey{}).(*modelsLease); ok && l.holder == s.Models {
+		l.pause()
 	}
 }
 

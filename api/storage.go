@@ -19,9 +19,13 @@ import (
 // the reads could not show). Reads go on from the read models as they are;
 // /readyz says storage_full with the reason, /metrics hermes_storage_full.
 
-// writable refuses h while a read model cannot write for want of space.
+// writable refuses h while a read model cannot write for want of space, or
+// while the read models are rebuilt after damage (healing.go).
 func (s *Server) writable(h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := s.refuseWhileHealing(); err != nil {
+			return err
+		}
 		if s.Runner != nil {
 			if err := s.Runner.StorageError(); err != nil {
 				return fmt.Errorf("%w: a read model cannot record new events (%v); nothing was appended, retry once space is freed", events.ErrStorageFull, err)

@@ -139,6 +139,7 @@ func (s *Server) erased(ctx context.Context, pos uint64) error {
 		return s.readAfter(ctx, pos)
 	}
 	s.wrote(pos)
+	s.pauseModels(ctx)
 	return s.Purge(ctx)
 }
 
@@ -277,6 +278,7 @@ func (s *Server) waitAssigned(ctx context.Context, pos uint64) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, assignWait)
 	defer cancel()
+	s.pauseModels(ctx)
 	if err := s.Runner.WaitAssigned(ctx, pos); err != nil {
 		return fmt.Errorf("%w: read model: %v", errUnavailable, err)
 	}

@@ -12,6 +12,7 @@
 //	store.go     which event store, opened how
 //	models.go    the read models as one typed set, and the generation in use
 //	heal.go      a damaged read model is moved aside and rebuilt at start
+//	healing.go   a read model that meets damage while serving is rebuilt live
 //	recovery.go  start recovery after an unclean stop; the drain; the stop record
 //	rebuild.go   the live (blue/green) rebuild and its swap; the offline one
 //	erasure.go   purge: erased content out of every file under the home
@@ -49,8 +50,10 @@
 //
 // The read models in use are one generation (liveModels): a Holder of
 // what the requests read, and two Swappables of what the runner writes.
-// A request holds the requests' generation for its whole length, and may
-// wait for the runner inside it (read-your-writes); the runner holds its
+// A request holds the requests' generation from its first query to its
+// end, and lets it go while it waits for the runner (read-your-writes,
+// an erasure's purge: api's pauseModels), since the runner may be held
+// until a swap heals a damaged file (healing.go); the runner holds its
 // feed for the batch it applies. The swap therefore takes them in this
 // order, and nothing else takes more than one of them:
 //

@@ -106,8 +106,14 @@ func (rt *runtime) becomeReady(bg *duties) error {
 	started = started &&
 		bg.start("backup", rt.backupEvery) &&
 		bg.start("heal", func(ctx context.Context, log *slog.Logger) {
-			checkLater(ctx, log, rt.home.LanesDB(), "lanes.db", rt.startCheckMax)
-			checkLater(ctx, log, rt.home.StateDB(), "state.db", rt.startCheckMax)
+			lanes := checkLater(ctx, log, rt.home.LanesDB(), "lanes.db", rt.startCheckMax)
+			state := checkLater(ctx, log, rt.home.StateDB(), "state.db", rt.startCheckMax)
+			if lanes || state {
+				select { // run heals them (healing.go)
+				case rt.damageFound <- struct{}{}:
+				default:
+				}
+			}
 		}) &&
 		bg.start("sweep", func(ctx context.Context, log *slog.Logger) {
 			tick := time.NewTicker(time.Hour)

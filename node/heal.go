@@ -104,11 +104,12 @@ func healable[P io.Closer](log *slog.Logger, now time.Time, path, what string, c
 
 // checkLater runs SQLite's quick check on a read model too big to be
 // checked before ready (more than checkMax bytes, startCheckMaxBytes),
-// while hermes serves. Damage is logged and recorded in <file>.damaged for
-// the next start.
-func checkLater(ctx context.Context, log *slog.Logger, path, what string, checkMax int64) {
+// while hermes serves, and reports whether it found damage. Damage is
+// logged and recorded in <file>.damaged for the next start; the node heals
+// it while serving (healing.go).
+func checkLater(ctx context.Context, log *slog.Logger, path, what string, checkMax int64) bool {
 	if dbBytes(path) <= checkMax {
-		return
+		return false
 	}
 	start := time.Now()
 	err := quickCheck(ctx, path)
@@ -118,14 +119,15 @@ func checkLater(ctx context.Context, log *slog.Logger, path, what string, checkM
 		log.Info("read model passed its quick check", "read_model", what, "took", time.Since(start).Round(time.Millisecond))
 	case damaged(err):
 		if werr := os.WriteFile(damagedMarker(path), []byte(err.Error()+"\n"), 0o600); werr != nil {
-			log.Error("read model damaged, and recording it failed: run hermes projections rebuild", "read_model", what, "err", err, "record_err", werr)
-			return
+			log.Error("read model damaged, and recording it for the next start failed", "read_model", what, "err", err, "record_err", werr)
+		} else {
+			log.Error("read model damaged: rebuilding the read models from the event log while serving", "read_model", what, "err", err)
 		}
-		log.Error("read model damaged: the next start moves it aside and rebuilds it from the log; restart hermes (or run hermes projections rebuild)",
-			"read_model", what, "err", err)
+		return true
 	default:
 		log.Warn("read model quick check could not run", "read_model", what, "err", err)
 	}
+	return false
 }
 
 // errQuickCheck: SQLite's quick check found damage.

@@ -55,8 +55,9 @@ func readAnswers(t *testing.T, s *testNode, keys, ids []string) map[string]json.
 }
 
 // TestBackgroundCheckOfABigReadModel: a read model too big to be checked
-// before ready is checked while serving; damage found there is recorded,
-// and the next start moves the file aside and rebuilds it.
+// before ready is checked while serving; damage found there is recorded
+// (the node heals it live: TestDamagedStateDBWhileServingIsHealedLive),
+// and a start after it moves the file aside and rebuilds it.
 func TestBackgroundCheckOfABigReadModel(t *testing.T) {
 	home := t.TempDir()
 	before := seedHome(t, home, 4)
@@ -72,7 +73,7 @@ func TestBackgroundCheckOfABigReadModel(t *testing.T) {
 	if _, err := os.Stat(damagedMarker(h.StateDB())); err != nil {
 		t.Fatalf("the damaged state.db was not recorded: %v\n%s", err, logs.String())
 	}
-	if !strings.Contains(logs.String(), "the next start moves it aside") {
+	if !strings.Contains(logs.String(), "rebuilding the read models from the event log while serving") {
 		t.Fatalf("no log line says what happens next:\n%s", logs.String())
 	}
 

@@ -125,6 +125,9 @@ type runtime struct {
 	purges *purger
 	// requestRestart asks run to stop and exit with the restart code.
 	requestRestart func()
+	// damageFound tells run that the background quick check found a read
+	// model damaged: it heals it (healing.go).
+	damageFound chan struct{}
 }
 
 func settingsOf(c Config) daemonSettings {
@@ -245,7 +248,7 @@ func (n *Node) Close() {
 
 // newRuntime is a node's state before open, with its defaults.
 func newRuntime(s daemonSettings, log *slog.Logger) *runtime {
-	return &runtime{daemonSettings: s, log: log, now: time.Now, startCheckMax: startCheckMaxBytes}
+	return &runtime{daemonSettings: s, log: log, now: time.Now, startCheckMax: startCheckMaxBytes, damageFound: make(chan struct{}, 1)}
 }
 
 // open opens the store and the read models and catches them up.
@@ -318,6 +321,7 @@ func (rt *runtime) open(ctx context.Context, progress func(done, total uint64)) 
 	rt.models = newLiveModels(liveSet{ReadModels: m, reader: reader})
 	rt.runner = projections.NewRunner(rt.raw, rt.models.feeds()...)
 	rt.runner.SetLogger(rt.log)
+	rt.runner.SetHold(rt.holdOnDamage) // healing.go
 	rt.runner.SetBarrier(api.StaleAfter)
 	start := time.Now()
 	if err := rt.runner.CatchUp(ctx, progress); err != nil {
@@ -430,6 +434,10 @@ func (rt *runtime) run(ctx context.Context, restart <-chan struct{}) error {
 		"store", StoreSpec{URL: rt.cfg.Store.URL}.String(), "node", rt.handler.Node())
 
 	restarting := false
+	// held is set while the runner stopped on damage and the read models
+	// are healed (healing.go); heal runs the heals.
+	held := false
+	heal := &healer{rt: rt}
 wait:
 	for {
 		select {
@@ -441,16 +449,42 @@ wait:
 			rt.log.Info("restart requested over HTTP")
 		case err := <-serveDone:
 			stopRunner()
-			<-runnerDone
+			if !held {
+				<-runnerDone
+			}
 			return fmt.Errorf("http server: %w", err)
 		case err := <-runnerDone:
-			srv.Close()
-			return fmt.Errorf("projections stopped: %w", err)
+			if !errors.Is(err, projections.ErrHeld) {
+				srv.Close()
+				return fmt.Errorf("projections stopped: %w", err)
+			}
+			held = true // a read model met damage: heal it (healing.go)
+			heal.start()
+			continue
+		case err := <-heal.done:
+			if err != nil {
+				heal.failed(err)
+				continue
+			}
+			heal.healed()
+			if held {
+				held = false
+				go func() { runnerDone <- rt.runner.Run(runCtx) }()
+			}
+			continue
+		case <-heal.retry:
+			heal.retried()
+			continue
+		case <-rt.damageFound: // the background quick check (heal.go)
+			heal.start()
+			continue
 		case err := <-late:
 			if err != nil {
 				srv.Close()
 				stopRunner()
-				<-runnerDone
+				if !held {
+					<-runnerDone
+				}
 				return err
 			}
 			late = nil // recovered after a full disk: ready, serve on
@@ -480,7 +514,9 @@ wait:
 	}
 	rt.finish(ctx, clean, restarting, stopBy)
 	stopRunner()
-	<-runnerDone
+	if !held {
+		<-runnerDone
+	}
 	if err := rt.models.lanes().Flush(context.Background()); err != nil {
 		rt.log.Warn("final sessions.json export", "err", err)
 	}

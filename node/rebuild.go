@@ -67,6 +67,9 @@ type liveRebuild struct {
 	// startMu orders the start of a rebuild with close: none starts after.
 	startMu sync.Mutex
 	closed  bool
+	// waiters are told the outcome of the rebuild running (heal,
+	// healing.go); guarded by startMu.
+	waiters []chan error
 
 	// mu guards the fields below, and is held while the new read models
 	// are written (phases 2 and 3), so that a purge and the rebuild take
@@ -89,11 +92,18 @@ func newLiveRebuild(rt *runtime) *liveRebuild {
 }
 
 // StartRebuild implements api.Rebuilder.
-func (j *liveRebuild) StartRebuild() (projections.RebuildStatus, error) {
+func (j *liveRebuild) StartRebuild() (projections.RebuildStatus, error) { return j.start(nil) }
+
+// start starts a rebuild; waiter, when not nil, is told its outcome, or
+// the outcome of the rebuild already running (projections.ErrRebuildRunning).
+func (j *liveRebuild) start(waiter chan error) (projections.RebuildStatus, error) {
 	j.startMu.Lock()
 	defer j.startMu.Unlock()
 	if j.closed {
 		return projections.RebuildStatus{}, errors.New("hermes is stopping: no rebuild starts")
+	}
+	if waiter != nil {
+		j.waiters = append(j.waiters, waiter)
 	}
 	if err := checkRebuildSpace(j.rt.home, j.freeBytes); err != nil {
 		return projections.RebuildStatus{}, err
@@ -106,6 +116,12 @@ func (j *liveRebuild) StartRebuild() (projections.RebuildStatus, error) {
 	j.wg.Go(func() {
 		err := j.run(j.ctx)
 		j.tracker.Finish(err)
+		j.startMu.Lock()
+		for _, w := range j.waiters {
+			w <- err
+		}
+		j.waiters = nil
+		j.startMu.Unlock()
 		st := j.tracker.Status()
 		if err != nil {
 			j.rt.log.Error("rebuild of the read models failed; the old ones serve on", "run", run, "err", err)

@@ -55,6 +55,11 @@ type Runner struct {
 	storageErr   error
 	storageSince time.Time
 	retries      uint64
+	// hold picks the apply failures after which Run stops without
+	// failing the runner (SetHold); held is the last one, until Run
+	// starts again.
+	hold func(projection string, err error) bool
+	held error
 }
 
 // NewRunner returns a runner for ps over store.
@@ -138,6 +143,34 @@ func (r *Runner) StorageError() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.storageErr
+}
+
+// ErrHeld wraps the failure Run returned without failing the runner
+// (SetHold).
+var ErrHeld = errors.New("projections held")
+
+// SetHold names the apply failures after which Run stops without failing
+// the runner (for a node: a read model that met damage, which it rebuilds
+// and swaps in): Held reports the failure, WaitFor and WaitAssigned
+// callers keep waiting (each until its context ends), WaitFresh serves
+// reads as they are, and the next Run goes on from each projection's
+// checkpoint. Call it before Run.
+func (r *Runner) SetHold(hold func(projection string, err error) bool) { r.hold = hold }
+
+// Held is the failure Run stopped on without failing the runner
+// (SetHold), until Run starts again; nil otherwise.
+func (r *Runner) Held() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held
+}
+
+func (r *Runner) setHeld(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.held = err
+	close(r.changed)
+	r.changed = make(chan struct{})
 }
 
 // Retries counts the attempts to apply a batch that were retried after a
@@ -419,14 +452,32 @@ func (r *Runner) applyUpTo(ctx context.Context, p Projection, pos, head uint64, 
 // fails (the error; WaitFor callers get it too). One subscription, from
 // the lowest checkpoint, feeds them all: each event is read and decoded
 // once, and each projection skips what it has already applied.
+//
+// A failure SetHold picks stops Run with an error wrapping ErrHeld and
+// leaves the runner waiting for the next Run.
 func (r *Runner) Run(ctx context.Context) error {
+	r.setHeld(nil)
 	err := r.follow(ctx)
-	if err != nil && !errors.Is(err, context.Canceled) {
-		r.fail(err)
-		return err
+	if err == nil || errors.Is(err, context.Canceled) {
+		return nil
 	}
-	return nil
+	var failed *projectionFailure
+	if r.hold != nil && errors.As(err, &failed) && r.hold(failed.projection, failed.err) {
+		r.setHeld(err)
+		return fmt.Errorf("%w: %w", ErrHeld, err)
+	}
+	r.fail(err)
+	return err
 }
+
+// projectionFailure is a projection's failure to apply a batch in follow.
+type projectionFailure struct {
+	projection string
+	err        error
+}
+
+func (f *projectionFailure) Error() string { return f.projection + ": apply: " + f.err.Error() }
+func (f *projectionFailure) Unwrap() error { return f.err }
 
 func (r *Runner) follow(ctx context.Context) error {
 	from := uint64(0)
@@ -489,7 +540,7 @@ func (r *Runner) follow(ctx context.Context) error {
 					// the checkpoint did not move, so nothing is lost.
 					return ctx.Err()
 				}
-				return fmt.Errorf("%s: apply: %w", p.Name(), err)
+				return &projectionFailure{projection: p.Name(), err: err}
 			}
 			r.setApplied(p.Name(), last)
 			if caught[i] || len(received) > 0 {
@@ -744,13 +795,14 @@ func (r *Runner) WaitFor(ctx context.Context, pos uint64) error {
 }
 
 // WaitFresh is WaitFor for reads: it returns at once, without error, while
-// a projection cannot write for want of space (StorageError), so reads are
-// served from the read models as they are rather than waiting for space.
+// a projection cannot write for want of space (StorageError) or the runner
+// is held (Held), so reads are served from the read models as they are
+// rather than waiting for space or for the rebuild.
 func (r *Runner) WaitFresh(ctx context.Context, pos uint64) error {
 	waiting := false
 	for {
 		r.mu.Lock()
-		done, err, degraded, changed := r.minApplied() >= pos, r.err, r.storageErr != nil, r.changed
+		done, err, degraded, changed := r.minApplied() >= pos, r.err, r.storageErr != nil || r.held != nil, r.changed
 		r.mu.Unlock()
 		if done || degraded {
 			return nil

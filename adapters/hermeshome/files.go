@@ -26,7 +26,7 @@ var ErrUnsafeFile = errors.New("refused")
 // CheckFiles refuses a home whose files the import reads, or moves aside,
 // are not what Hermes writes there: each of sessions/, sessions.json,
 // state.db (with its -wal and -shm), .restart_failure_counts,
-// .clean_shutdown, gateway.pid and gateway.lock that exists must be a
+// .clean_shutdown, gateway.pid, gateway.lock and config.yaml that exists must be a
 // regular file (sessions/ a directory) that stays inside the home when
 // its symlinks are followed. So no device, FIFO or file elsewhere on the
 // machine is read, blocked on, imported or renamed.
@@ -40,7 +40,7 @@ func (h Home) CheckFiles() error {
 		return err
 	}
 	for _, p := range []string{h.SessionsJSON(), h.StateDB(), h.StateDB() + "-wal", h.StateDB() + "-shm",
-		h.RestartCounts(), h.CleanShutdownPath(), h.GatewayPID(), h.GatewayLock()} {
+		h.RestartCounts(), h.CleanShutdownPath(), h.GatewayPID(), h.GatewayLock(), h.ConfigYAML()} {
 		if err := checkInside(root, p, false); err != nil {
 			return err
 		}

@@ -35,6 +35,7 @@ var knownEntryFields = map[string]bool{
 	"estimated_cost_usd": true, "cost_status": true, "memory_flushed": true, "expiry_finalized": true,
 	"suspended": true, "resume_pending": true, "resume_reason": true, "last_resume_marked_at": true,
 	"is_fresh_reset": true, "was_auto_reset": true, "auto_reset_reason": true, "reset_had_activity": true,
+	"active_turn_token": true, "active_turn_started_at": true,
 }
 
 // Routing is what sessions.json held.
@@ -47,6 +48,11 @@ type Routing struct {
 	// WrittenByHermes: the file is the export hermes writes from its log
 	// (after an import into the same home): there is nothing to import.
 	WrittenByHermes bool
+	// ActiveTurns are the entries with an active-turn marker (schema v26's
+	// active_turn_token and active_turn_started_at, which mark_turn_active
+	// writes and a finished turn clears): session key → when the turn
+	// started.
+	ActiveTurns map[string]time.Time
 }
 
 // ReadRouting reads a sessions.json, interpreting its naive times in loc.
@@ -87,12 +93,76 @@ func ReadRouting(path string, loc *time.Location, rep *Report) (Routing, error) 
 			}
 			continue
 		}
-		lane, ok := readEntry(key, raw, loc, rep)
+		lane, turn, ok := readEntry("sessions.json ", key, raw, loc, rep)
 		if ok {
 			out.Lanes = append(out.Lanes, lane)
+			out.addTurn(key, turn)
 		}
 	}
 	return out, nil
+}
+
+func (r *Routing) addTurn(key string, started *time.Time) {
+	if started == nil {
+		return
+	}
+	if r.ActiveTurns == nil {
+		r.ActiveTurns = map[string]time.Time{}
+	}
+	r.ActiveTurns[key] = *started
+}
+
+// ReadRoutingRows reads the entries of state.db's gateway_routing (schema
+// v25+) as [ReadRouting] reads sessions.json's, reporting under
+// "gateway_routing <key>".
+func ReadRoutingRows(rows []RoutingRow, loc *time.Location, rep *Report) Routing {
+	var out Routing
+	for _, row := range rows {
+		if strings.HasPrefix(row.Key, "_") {
+			rep.Add(Info, "gateway_routing "+printable(row.Key), "sentinel key not imported")
+			continue
+		}
+		lane, turn, ok := readEntry("gateway_routing ", row.Key, markNonFinite(row.EntryJSON), loc, rep)
+		if ok {
+			out.Lanes = append(out.Lanes, lane)
+			out.addTurn(row.Key, turn)
+		}
+	}
+	return out
+}
+
+// MergeRouting is the routing index Hermes loads from a home with both:
+// every gateway_routing entry, and the sessions.json entries of keys it
+// does not have (SessionStore._ensure_loaded_locked reads the table first
+// and folds in the file's entries "only for keys the DB didn't provide —
+// DB entries win"). Lanes come out in key order.
+func MergeRouting(db, file Routing, rep *Report) Routing {
+	out := Routing{Readme: file.Readme}
+	have := map[string]bool{}
+	for _, l := range db.Lanes {
+		have[l.SessionKey] = true
+		out.Lanes = append(out.Lanes, l)
+	}
+	for k, t := range db.ActiveTurns {
+		out.addTurn(k, &t)
+	}
+	shadowed, added := 0, 0
+	for _, l := range file.Lanes {
+		if have[l.SessionKey] {
+			shadowed++
+			continue
+		}
+		added++
+		out.Lanes = append(out.Lanes, l)
+		if t, ok := file.ActiveTurns[l.SessionKey]; ok {
+			out.addTurn(l.SessionKey, &t)
+		}
+	}
+	if len(db.Lanes) > 0 && len(file.Lanes) > 0 {
+		rep.Add(Info, "sessions.json", "%d entries also in state.db's gateway_routing, whose rows win as in Hermes' loader; %d entries only in sessions.json imported from it", shadowed, added)
+	}
+	sort.Slice(out.Lanes, func(i, j int) bool { return out.Lanes[i].SessionKey < out.Lanes[j].SessionKey })
+	return out
 }
 
 // entryReader converts one entry's fields, reporting under where.
@@ -102,8 +172,27 @@ type entryReader struct {
 	rep    *Report
 }
 
-func readEntry(key string, raw json.RawMessage, loc *time.Location, rep *Report) (events.LaneImported, bool) {
-	where := "sessions.json " + printable(key)
+func readEntry(prefix, key string, raw json.RawMessage, loc *time.Location, rep *Report) (events.LaneImported, *time.Time, bool) {
+	l, ok := readEntryFields(prefix, key, raw, loc, rep)
+	if !ok {
+		return l, nil, false
+	}
+	var fields map[string]json.RawMessage
+	_ = json.Unmarshal(raw, &fields)
+	r := entryReader{fields: fields, where: prefix + printable(key), rep: rep}
+	// Hermes trusts the marker only as a pair: a token without a start
+	// time (or the reverse) is dropped, as SessionEntry.from_dict does.
+	if tok := r.str("active_turn_token"); tok != "" {
+		if t, ok := r.time("active_turn_started_at", loc); ok {
+			return l, &t, true
+		}
+		rep.Add(Info, r.where, "active_turn_token without a valid active_turn_started_at: ignored, as Hermes does")
+	}
+	return l, nil, true
+}
+
+func readEntryFields(prefix, key string, raw json.RawMessage, loc *time.Location, rep *Report) (events.LaneImported, bool) {
+	where := prefix + printable(key)
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
 		rep.Add(Skipped, where, "entry is not a JSON object")
@@ -142,12 +231,13 @@ func readEntry(key string, raw json.RawMessage, loc *time.Location, rep *Report)
 		updated = created
 		rep.Add(Clamped, where, "updated_at is not a time: created_at used")
 	}
+	origin, originExtra := r.origin()
 	l := events.LaneImported{
 		SessionKey:       key,
 		SessionID:        sid,
 		CreatedAt:        created,
 		UpdatedAt:        updated,
-		Origin:           r.origin(),
+		Origin:           origin,
 		DisplayName:      r.str("display_name"),
 		Platform:         r.str("platform"),
 		ChatType:         r.str("chat_type"),
@@ -178,7 +268,13 @@ func readEntry(key string, raw json.RawMessage, loc *time.Location, rep *Report)
 			rep.Add(Clamped, where, "last_resume_marked_at is not a time: dropped")
 		}
 	}
-	for name, raw := range fields {
+	names := make([]string, 0, len(fields))
+	for name := range fields {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		raw := fields[name]
 		if knownEntryFields[name] {
 			continue
 		}
@@ -186,10 +282,25 @@ func readEntry(key string, raw json.RawMessage, loc *time.Location, rep *Report)
 			l.Extra = map[string]json.RawMessage{}
 		}
 		l.Extra[cleanString(name)] = cleanJSON(raw)
+		if t := bytes.TrimSpace(raw); isJSONNull(raw) || string(t) == "{}" || string(t) == "[]" {
+			continue // kept, but nothing to say about an empty value (every v26 entry has metadata {})
+		}
 		rep.Add(Kept, where, "field %q is kept in the log but has no place in the lane read model", printable(name))
+	}
+	if originExtra != nil {
+		if l.Extra == nil {
+			l.Extra = map[string]json.RawMessage{}
+		}
+		data, _ := json.Marshal(originExtra)
+		l.Extra[OriginExtraKey] = data
 	}
 	return l, true
 }
+
+// OriginExtraKey names, in an imported lane's Extra, the origin's fields
+// events.Source has no place for (newer Hermes' scope_id, profile and
+// thread-creation fields), as Hermes wrote them.
+const OriginExtraKey = "origin_extra"
 
 // str reads a string field; null and absent are "". A number is taken as
 // its text.
@@ -306,16 +417,17 @@ func (r entryReader) time(name string, loc *time.Location) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// origin reads the SessionSource dict.
-func (r entryReader) origin() events.Source {
+// origin reads the SessionSource dict, and its fields events.Source has no
+// place for (kept as they are).
+func (r entryReader) origin() (events.Source, map[string]json.RawMessage) {
 	raw, ok := r.fields["origin"]
 	if !ok || isJSONNull(raw) {
-		return events.Source{}
+		return events.Source{}, nil
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
 		r.rep.Add(Clamped, r.where, "origin is not an object: empty origin")
-		return events.Source{}
+		return events.Source{}, nil
 	}
 	o := entryReader{fields: fields, where: r.where + " origin", rep: r.rep}
 	src := events.Source{
@@ -329,12 +441,28 @@ func (r entryReader) origin() events.Source {
 	known := map[string]bool{"platform": true, "chat_id": true, "chat_name": true, "chat_type": true, "user_id": true,
 		"user_name": true, "thread_id": true, "chat_topic": true, "user_id_alt": true, "chat_id_alt": true,
 		"is_bot": true, "guild_id": true, "parent_chat_id": true, "message_id": true, "role_authorized": true}
-	for name := range fields {
-		if !known[name] {
-			r.rep.Add(Clamped, r.where, "origin field %q has no place in SessionSource: dropped", printable(name))
-		}
+	// Newer Hermes names the guild scope_id (guild_id its alias, scope_id
+	// winning), as SessionSource.from_dict reads it.
+	if scope := o.str("scope_id"); scope != "" {
+		src.GuildID = scope
 	}
-	return src
+	var extra map[string]json.RawMessage
+	names := make([]string, 0, len(fields))
+	for name := range fields {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if known[name] {
+			continue
+		}
+		if extra == nil {
+			extra = map[string]json.RawMessage{}
+		}
+		extra[cleanString(name)] = cleanJSON(fields[name])
+		r.rep.Add(Kept, r.where, "origin field %q is kept in the lane's extra (%s): the lane's origin has no place for it", printable(name), OriginExtraKey)
+	}
+	return src, extra
 }
 
 // markNonFinite rewrites the bare NaN, Infinity and -Infinity tokens

@@ -42,6 +42,9 @@ var (
 func knownTable(name string) bool {
 	switch {
 	case name == "sessions", name == "messages", name == "schema_version", name == "state_meta",
+		name == "gateway_routing", name == "system_prompts", name == "session_turn_leases",
+		name == "gateway_hygiene_state", name == "session_model_usage", name == "async_delegations",
+		name == "compression_locks",
 		strings.HasPrefix(name, "sqlite_"), name == "messages_fts", name == "messages_fts_trigram",
 		strings.HasPrefix(name, "messages_fts_"):
 		return true
@@ -62,6 +65,8 @@ type StateDB struct {
 	messageCols  []string
 	messageExtra int
 	hasActive    bool
+	tables       map[string]bool
+	promptHash   bool // sessions.system_prompt_hash and system_prompts exist (schema v25+)
 	path         string
 	settled      os.FileInfo // the file as opened immutable, or nil
 }
@@ -166,6 +171,7 @@ func (s *StateDB) inventory(ctx context.Context, rep *Report) error {
 		return fmt.Errorf("list tables: %w", err)
 	}
 	var tables []string
+	s.tables = map[string]bool{}
 	for rows.Next() {
 		var name string
 		if err := rows.Scan(&name); err != nil {
@@ -173,8 +179,13 @@ func (s *StateDB) inventory(ctx context.Context, rep *Report) error {
 			return fmt.Errorf("list tables: %w", err)
 		}
 		tables = append(tables, name)
+		s.tables[name] = true
 	}
 	rows.Close()
+	s.promptHash = s.tables["system_prompts"] && slices.Contains(s.sessionCols, "system_prompt_hash")
+	if err := s.reportUnimported(ctx, rep); err != nil {
+		return err
+	}
 	for _, t := range tables {
 		if t == "state_meta" {
 			var n int
@@ -199,7 +210,7 @@ func (s *StateDB) inventory(ctx context.Context, rep *Report) error {
 // table: a view (over an endless recursive query, say) or a trigger cannot
 // stand in for Hermes' tables.
 func (s *StateDB) requireTables(ctx context.Context) error {
-	rows, err := s.db.QueryContext(ctx, "SELECT name, type FROM sqlite_schema WHERE lower(name) IN ('sessions', 'messages', 'schema_version', 'state_meta') AND type != 'table'")
+	rows, err := s.db.QueryContext(ctx, "SELECT name, type FROM sqlite_schema WHERE lower(name) IN ('sessions', 'messages', 'schema_version', 'state_meta', 'gateway_routing', 'system_prompts', 'session_turn_leases', 'gateway_hygiene_state') AND type != 'table'")
 	if err != nil {
 		return fmt.Errorf("list tables: %w", err)
 	}
@@ -304,6 +315,10 @@ func (s *StateDB) Sessions(ctx context.Context, rep *Report) ([]Session, error) 
 	}
 	rows.Close()
 
+	prompts, err := s.systemPrompts(ctx)
+	if err != nil {
+		return nil, err
+	}
 	rows, err = s.db.QueryContext(ctx, "SELECT "+selectList(s.sessionCols)+" FROM sessions")
 	if err != nil {
 		return nil, fmt.Errorf("read sessions: %w", err)
@@ -360,6 +375,21 @@ func (s *StateDB) Sessions(ctx context.Context, rep *Report) ([]Session, error) 
 			HandoffError:     c.text("handoff_error"),
 			RewindCount:      c.counter("rewind_count"),
 			Extra:            c.extra(),
+		}
+		if e.SystemPrompt == nil && prompts != nil {
+			// Schema v25 keeps each prompt once in system_prompts: the row
+			// names it by system_prompt_hash (Hermes reads
+			// COALESCE(sp.prompt, s.system_prompt)).
+			if h, ok := e.Extra["system_prompt_hash"]; ok {
+				var hash string
+				if json.Unmarshal(h, &hash) == nil && hash != "" {
+					if p, ok := prompts[hash]; ok {
+						e.SystemPrompt = &p
+					} else {
+						rep.Add(Clamped, c.where, "system_prompt_hash %s names no system_prompts row: no system prompt", printable(hash))
+					}
+				}
+			}
 		}
 		if started := c.real("started_at"); started != nil {
 			e.StartedAt = *started

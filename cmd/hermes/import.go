@@ -8,11 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"hermes/adapters/config"
 	"hermes/adapters/eventstore/sqlite"
 	"hermes/adapters/hermeshome"
 	"hermes/commands"
@@ -23,13 +25,14 @@ import (
 type importOptions struct {
 	dryRun    bool
 	showNotes int
+	jsonl     string
 }
 
 func newImportCommand(g *globalFlags) *cobra.Command {
 	var o importOptions
 	cmd := &cobra.Command{
-		Use:   "import <hermes-home>",
-		Short: "Move a Python Hermes home (sessions.json, state.db) into the event log",
+		Use:   "import <hermes-home> | --jsonl FILE",
+		Short: "Move a Python Hermes home (sessions.json, state.db) or a JSONL session export into the event log",
 		Long: `Reads a Python Hermes home — sessions/sessions.json, state.db (schema v11 or
 later), .restart_failure_counts and .clean_shutdown — and appends one lane
 history per routing entry and one transcript history per state.db session,
@@ -41,14 +44,28 @@ and a run killed half way is completed by the next one. When the source is
 the hermes home itself, the Python state.db, sessions.json and
 .restart_failure_counts are moved aside (renamed *.hermes-python-<time>)
 once everything is in the log; 'hermes serve' then builds its own in their
-place.`,
-		Args: cobra.ExactArgs(1),
+place.
+
+With --jsonl FILE it reads a JSONL session export instead (Hermes' 'hermes
+sessions export FILE', or 'hermes export --jsonl'): one session with its
+messages per line, imported as transcripts with their ids and times; a
+JSONL file has no routing, so no lanes. The same promises hold: the file is
+only read, a second run appends nothing, a killed run is completed.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runImport(orBackground(cmd.Context()), g, args[0], o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			ctx := orBackground(cmd.Context())
+			switch {
+			case o.jsonl != "" && len(args) == 0:
+				return runImportJSONL(ctx, g, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			case o.jsonl == "" && len(args) == 1:
+				return runImport(ctx, g, args[0], o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
+			return usageError(fmt.Errorf("give a Hermes home or --jsonl FILE (one of them)"))
 		},
 	}
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "read and report, append nothing")
 	cmd.Flags().IntVar(&o.showNotes, "notes", 50, "how many notes (clamped, skipped, kept values) to list; -1 for all")
+	cmd.Flags().StringVar(&o.jsonl, "jsonl", "", "import a JSONL session export (one session with its messages per line) instead of a home")
 	return cmd
 }
 
@@ -62,6 +79,11 @@ type importSummary struct {
 	restartCounts                       int
 	cleanShutdown, hasStateDB, sameHome bool
 	schemaVersion                       int
+	routingRows, routingFile            int
+	interrupted, hygieneStreaks         int
+	hermesPolicy                        hermeshome.ResetPolicy
+	ourPolicy                           config.ResetPolicy
+	ourOverrides                        int
 }
 
 func runImport(ctx context.Context, g *globalFlags, src string, o importOptions, stdout, stderr io.Writer) error {
@@ -122,6 +144,30 @@ func runImport(ctx context.Context, g *globalFlags, src string, o importOptions,
 	} else {
 		rep.Add(hermeshome.Info, "state.db", "not found: no transcripts to import")
 	}
+	var leases []hermeshome.TurnLease
+	var streaks map[string]int
+	sum.routingFile = len(routing.Lanes)
+	if db != nil {
+		// Schema v25+: the routing index lives in state.db; sessions.json
+		// (when the gateway still writes it) only fills keys it lacks.
+		rows, err := db.GatewayRouting(ctx, filepath.Join(abs, "sessions"), rep)
+		if err != nil {
+			return fmt.Errorf("import %s: %w", abs, err)
+		}
+		if len(rows) > 0 {
+			sum.routingRows = len(rows)
+			routing = hermeshome.MergeRouting(hermeshome.ReadRoutingRows(rows, loc, rep), routing, rep)
+		}
+		if leases, err = db.TurnLeases(ctx); err != nil {
+			return fmt.Errorf("import %s: %w", abs, err)
+		}
+		if streaks, err = db.HygieneStreaks(ctx, rep); err != nil {
+			return fmt.Errorf("import %s: %w", abs, err)
+		}
+	}
+	sum.hermesPolicy = source.ReadResetPolicy(sum.schemaVersion, rep)
+	sum.ourPolicy = cfg.SessionReset
+	sum.ourOverrides = len(cfg.Platforms) + len(cfg.ResetByType)
 	msgsBySession := map[string]int64{}
 	for _, s := range sessionsRead {
 		msgsBySession[s.Event.SessionID] = s.Messages
@@ -139,6 +185,8 @@ func runImport(ctx context.Context, g *globalFlags, src string, o importOptions,
 			rep.Add(hermeshome.Skipped, ".restart_failure_counts "+key, "no routing entry for this key: count not imported")
 		}
 	}
+	sum.interrupted = hermeshome.MarkInterruptedTurns(lanes, routing.ActiveTurns, leases, sessionsRead, sum.cleanShutdown, rep)
+	sum.hygieneStreaks = hermeshome.CarryHygieneStreaks(lanes, streaks, rep)
 
 	if o.dryRun {
 		for range lanes {
@@ -214,7 +262,7 @@ func runImport(ctx context.Context, g *globalFlags, src string, o importOptions,
 	if db != nil && db.Changed() {
 		return fmt.Errorf("import %s: state.db changed while it was read (is a Hermes CLI running?): what was read is in the log; run the import again when it is quiet", abs)
 	}
-	sum.lanesSkipped = rep.CountWhere(hermeshome.Skipped, "sessions.json ")
+	sum.lanesSkipped = rep.CountWhere(hermeshome.Skipped, "sessions.json ") + rep.CountWhere(hermeshome.Skipped, "gateway_routing ")
 	sum.sessionsSkipped = rep.CountWhere(hermeshome.Skipped, "state.db session ")
 
 	var aside []string
@@ -235,6 +283,39 @@ func runImport(ctx context.Context, g *globalFlags, src string, o importOptions,
 	}
 	printImportSummary(stdout, sum, rep, o, false)
 	return nil
+}
+
+// printResetPolicies says which reset policy the Hermes home applied and
+// which hermes will apply, and warns when they differ: an imported lane
+// then resets (or lives on) where it did not under Hermes.
+func printResetPolicies(w io.Writer, s importSummary) {
+	h := s.hermesPolicy
+	ours := hermeshome.ResetPolicy{Mode: s.ourPolicy.Mode, AtHour: s.ourPolicy.AtHour, IdleMinutes: s.ourPolicy.IdleMinutes}
+	fmt.Fprintf(w, "reset policy: Hermes applied %s (%s); hermes will apply %s\n", h, h.Source, ours)
+	if len(h.Overrides) > 0 {
+		fmt.Fprintf(w, "  Hermes' config.yaml also sets %s: compare them with hermes' own (hermes config keys)\n", strings.Join(h.Overrides, ", "))
+	}
+	if s.ourOverrides > 0 {
+		fmt.Fprintf(w, "  hermes' configuration also has %d per-platform or per-chat-type policies\n", s.ourOverrides)
+	}
+	if !samePolicy(h, ours) {
+		fmt.Fprintf(w, "warning: the reset policies differ: set session_reset in hermes' config.yaml to keep Hermes' behaviour (session_reset.mode: %s)\n", h.Mode)
+	}
+}
+
+func samePolicy(a, b hermeshome.ResetPolicy) bool {
+	if a.Mode != b.Mode {
+		return false
+	}
+	switch a.Mode {
+	case "idle":
+		return a.IdleMinutes == b.IdleMinutes
+	case "daily":
+		return a.AtHour == b.AtHour
+	case "both":
+		return a.IdleMinutes == b.IdleMinutes && a.AtHour == b.AtHour
+	}
+	return true
 }
 
 func hasLane(lanes []events.LaneImported, key string) bool {
@@ -334,9 +415,24 @@ func printImportSummary(w io.Writer, s importSummary, rep *hermeshome.Report, o 
 		s.sessions[commands.ExistsNatively]+s.sessions[commands.Diverged], s.sessionsSkipped)
 	fmt.Fprintf(w, "messages: %d %s of %d in state.db, %d too large\n", s.messagesAppended, verb, s.messagesInSource, s.messagesOversized)
 	fmt.Fprintf(w, "restart failure counts: %d lanes\n", s.restartCounts)
+	if s.routingRows > 0 {
+		fmt.Fprintf(w, "routing: %d entries in state.db gateway_routing, %d in sessions.json (gateway_routing wins for a key in both, as in Hermes)\n", s.routingRows, s.routingFile)
+	}
+	if s.interrupted > 0 {
+		fmt.Fprintf(w, "interrupted turns: %d lanes resume pending (restart_interrupted)\n", s.interrupted)
+	}
+	if s.hygieneStreaks > 0 {
+		fmt.Fprintf(w, "hygiene failure streaks: %d lanes (kept in the lane's extra)\n", s.hygieneStreaks)
+	}
+	printResetPolicies(w, s)
 	if !dry && s.lanes[commands.Imported] == 0 && s.sessions[commands.Imported] == 0 {
 		fmt.Fprintln(w, "nothing new to import: the log already holds everything this source has")
 	}
+	printNotes(w, rep, o)
+}
+
+// printNotes lists the report's notes, by kind first.
+func printNotes(w io.Writer, rep *hermeshome.Report, o importOptions) {
 	notes := rep.Notes()
 	kinds := map[string]int{}
 	for _, n := range notes {

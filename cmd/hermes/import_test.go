@@ -123,7 +123,7 @@ func TestImportHermesHome(t *testing.T) {
 		"input_tokens -5 is negative: 0",
 		"total_tokens 1e+30 is out of range",
 		"state.db column messages.platform_message_id",
-		"state.db table gateway_routing: unknown table not imported (1 rows)",
+		"state.db table gateway_routing: not Hermes' routing index (no session_key or entry_json column): unknown table not imported (1 rows)",
 		"agent:main:gone:dm:1: no routing entry",
 	} {
 		if !strings.Contains(out, want) {

@@ -85,6 +85,7 @@ func newRootCommand() *cobra.Command {
 		newRestoreCommand(g),
 		newConfigCommand(g),
 		newImportCommand(g),
+		newExportCommand(g),
 		newForgetCommand(g),
 	)
 	return root

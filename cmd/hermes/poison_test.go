@@ -57,8 +57,8 @@ func TestPoisonLog(t *testing.T) {
 
 	out, _ := hermes(t, 0, "projections", "verify", "--home", home)
 	for _, want := range []string{
-		`clamped: position 7 "transcript-20261123_213415_6862bdb9" transcripts.v2 input_tokens saturated`,
-		`clamped: position 10 "transcript-20261123_213415_6862bdb9" transcripts.v2 estimated_cost_usd quarantined`,
+		`clamped: position 7 "transcript-20261123_213415_6862bdb9" transcripts.v3 input_tokens saturated`,
+		`clamped: position 10 "transcript-20261123_213415_6862bdb9" transcripts.v3 estimated_cost_usd quarantined`,
 		`clamped: position 12 "lane-agent:main:telegram:dm:777" sessions.v4 output_tokens saturated`,
 		`clamped: position 14 "lane-agent:main:telegram:dm:777" sessions.v4 estimated_cost_usd quarantined`,
 		"11 event values were clamped or quarantined",

@@ -3,6 +3,7 @@ package transcripts
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -16,15 +17,15 @@ const importedSessionColumns = `id, source, user_id, model, model_config, system
 	started_at, ended_at, end_reason, message_count, tool_call_count, input_tokens, output_tokens,
 	cache_read_tokens, cache_write_tokens, reasoning_tokens, billing_provider, billing_base_url,
 	billing_mode, estimated_cost_usd, actual_cost_usd, cost_status, cost_source, pricing_version,
-	title, api_call_count, handoff_state, handoff_platform, handoff_error, rewind_count`
+	title, api_call_count, handoff_state, handoff_platform, handoff_error, rewind_count, archived, extra`
 
 // importedMessageColumns are the messages columns an imported row sets:
 // all of them, its original id and active flag included.
 const importedMessageColumns = `id, session_id, role, content, tool_call_id, tool_calls, tool_name,
 	timestamp, token_count, finish_reason, reasoning, reasoning_content, reasoning_details,
-	codex_reasoning_items, codex_message_items, active`
+	codex_reasoning_items, codex_message_items, active, extra`
 
-const importedMessageArgs = 16
+const importedMessageArgs = 17
 
 // statement returns the statement for sql under name, prepared on first
 // use and closed with the others.
@@ -86,7 +87,7 @@ func (a *applier) sessionImported(e events.SessionImported) error {
 		e.ReasoningTokens, nullPtr(e.BillingProvider), nullPtr(e.BillingBaseURL), nullPtr(e.BillingMode),
 		nullPtr(e.EstimatedCostUSD), nullPtr(e.ActualCostUSD), nullPtr(e.CostStatus), nullPtr(e.CostSource),
 		nullPtr(e.PricingVersion), title, e.APICallCount, nullPtr(e.HandoffState), nullPtr(e.HandoffPlatform),
-		nullPtr(e.HandoffError), e.RewindCount)
+		nullPtr(e.HandoffError), e.RewindCount, archivedOf(e.Extra), extraJSON(e.Extra))
 	if err != nil {
 		return fmt.Errorf("import session %s: %w", e.SessionID, err)
 	}
@@ -198,12 +199,35 @@ func (a *applier) insertImported(sessionID string, msgs []events.ImportedMessage
 		args = append(args, id, sessionID, m.Role, nullPtr(m.Content), nullPtr(m.ToolCallID), nullPtr(m.ToolCalls),
 			nullPtr(m.ToolName), m.Timestamp, nullPtr(m.TokenCount), nullPtr(m.FinishReason), nullPtr(m.Reasoning),
 			nullPtr(m.ReasoningContent), nullPtr(m.ReasoningDetails), nullPtr(m.CodexReasoningItems),
-			nullPtr(m.CodexMessageItems), active)
+			nullPtr(m.CodexMessageItems), active, extraJSON(m.Extra))
 	}
 	if _, err := st.ExecContext(a.ctx, args...); err != nil {
 		return fmt.Errorf("import messages of %s: %w", sessionID, err)
 	}
 	return nil
+}
+
+// extraJSON is an imported row's columns beyond schema 11 as one JSON
+// object (keys sorted), or NULL when it had none.
+func extraJSON(extra map[string]json.RawMessage) any {
+	if len(extra) == 0 {
+		return nil
+	}
+	data, err := json.Marshal(extra)
+	if err != nil {
+		return nil
+	}
+	return string(data)
+}
+
+// archivedOf is Hermes' sessions.archived (set_session_archived, schema
+// v20+), which hermes has too: 1 when the imported row had it set.
+func archivedOf(extra map[string]json.RawMessage) int {
+	var v float64
+	if raw, ok := extra["archived"]; ok && json.Unmarshal(raw, &v) == nil && v != 0 {
+		return 1
+	}
+	return 0
 }
 
 // laneImported records the lane's platform and user for the sessions a

@@ -31,11 +31,14 @@ type Message struct {
 	CodexReasoningItems *string         `json:"codex_reasoning_items"`
 	CodexMessageItems   *string         `json:"codex_message_items"`
 	Active              bool            `json:"active"`
+	// Extra is an imported row's columns of a newer Hermes schema by name;
+	// absent for rows hermes wrote itself.
+	Extra json.RawMessage `json:"extra,omitempty"`
 }
 
 const messageColumns = `id, session_id, role, content, tool_call_id, tool_calls, tool_name, timestamp,
 	token_count, finish_reason, reasoning, reasoning_content, reasoning_details,
-	codex_reasoning_items, codex_message_items, COALESCE(active, 1)`
+	codex_reasoning_items, codex_message_items, COALESCE(active, 1), extra`
 
 // rowScanner is a *sql.Row or *sql.Rows.
 type rowScanner interface {
@@ -51,6 +54,7 @@ type storedMessage struct {
 	tokenCount                                      sql.NullInt64
 	finishReason, reasoning, reasoningContent       sql.NullString
 	reasoningDetails, codexReasoning, codexMessages sql.NullString
+	extra                                           sql.NullString
 	active                                          int64
 }
 
@@ -58,7 +62,7 @@ func scanMessage(s rowScanner) (storedMessage, error) {
 	var m storedMessage
 	err := s.Scan(&m.id, &m.sessionID, &m.role, &m.content, &m.toolCallID, &m.toolCalls, &m.toolName,
 		&m.timestamp, &m.tokenCount, &m.finishReason, &m.reasoning, &m.reasoningContent,
-		&m.reasoningDetails, &m.codexReasoning, &m.codexMessages, &m.active)
+		&m.reasoningDetails, &m.codexReasoning, &m.codexMessages, &m.active, &m.extra)
 	return m, err
 }
 
@@ -85,6 +89,9 @@ func (m storedMessage) message() Message {
 	}
 	if m.toolCalls.Valid && m.toolCalls.String != "" {
 		out.ToolCalls = parseJSONOr(m.toolCalls.String, json.RawMessage("[]"))
+	}
+	if m.extra.Valid && json.Valid([]byte(m.extra.String)) {
+		out.Extra = json.RawMessage(m.extra.String)
 	}
 	return out
 }

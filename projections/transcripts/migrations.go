@@ -26,6 +26,20 @@ var migrations = []migrate.Step{
 	{Version: 1, Name: "Hermes schema 11 with hermes bookkeeping", Up: createSchema},
 	{Version: 2, Name: "sessions.archived (Hermes' set_session_archived)", Up: addArchived},
 	{Version: 3, Name: "the trigram index merges 16 segments at a time", Up: mergeTrigramsWider},
+	{Version: 4, Name: "sessions.extra and messages.extra (columns of newer Hermes schemas, imported)", Up: addExtra},
+}
+
+// addExtra is step 4: the columns of a newer Hermes schema an imported row
+// had beyond schema 11, as a JSON object by column name (NULL for rows
+// hermes wrote itself), so exports show them. The projection's name moved
+// to transcripts.v3 with it: rows imported before are rebuilt with theirs.
+func addExtra(ctx context.Context, tx migrate.Tx) error {
+	for _, q := range []string{"ALTER TABLE sessions ADD COLUMN extra TEXT", "ALTER TABLE messages ADD COLUMN extra TEXT"} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // createSchema is step 1: Hermes' schema 11, recorded in schema_version as

@@ -32,7 +32,7 @@ var (
 // v2: token and cost sums are bounded (domain/clamp.go) and the agent's raw
 // JSON is valid text, so a row an older build overflowed, made infinite or
 // stored with invalid UTF-8 is rebuilt.
-const Name = "transcripts.v2"
+const Name = "transcripts.v3"
 
 // SchemaVersion is the Hermes schema version written to schema_version.
 const SchemaVersion = 11
@@ -257,9 +257,9 @@ func (p *Projection) init(ctx context.Context) error {
 	// the segments at once, at 11 ms a row under load (24 s for 2,000 of
 	// 20,000 messages, against 0.6 s without it); and it left the first
 	// term of each leaf page in _idx all the same. The purge after an
-	// erasure rewrites both indexes whole instead (rewriteFTSIndexes),
+	// erasure rebuilds both indexes whole instead (rewriteFTSIndexes),
 	// which drops the deleted rows' entries and their _idx keys, and
-	// scrubs the pages the old segments leave (0.6 s for the same 2,000).
+	// scrubs the pages the old segments leave.
 	for _, fts := range ftsTables {
 		if _, err := p.conn.ExecContext(ctx, "INSERT INTO "+fts+"("+fts+", rank) VALUES ('secure-delete', 0)"); err != nil {
 			return fmt.Errorf("set secure-delete on %s: %w", fts, err)

@@ -16,8 +16,8 @@ import (
 
 func TestName(t *testing.T) {
 	p := openTemp(t)
-	if got := p.Name(); got != "transcripts.v2" {
-		t.Fatalf("Name() = %q, want transcripts.v2", got)
+	if got := p.Name(); got != "transcripts.v3" {
+		t.Fatalf("Name() = %q, want transcripts.v3", got)
 	}
 }
 
@@ -76,13 +76,14 @@ func TestSchemaV11(t *testing.T) {
 		"cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "billing_provider", "billing_base_url",
 		"billing_mode", "estimated_cost_usd", "actual_cost_usd", "cost_status", "cost_source", "pricing_version",
 		"title", "api_call_count", "handoff_state", "handoff_platform", "handoff_error", "rewind_count",
-		"archived"} // archived: migration step 2, from later Hermes schemas
+		"archived", // archived: migration step 2, from later Hermes schemas
+		"extra"}    // extra: step 4, an imported row's columns of later Hermes schemas
 	if diff := cmp.Diff(wantSessions, columns("sessions")); diff != "" {
 		t.Errorf("sessions columns (-want +got):\n%s", diff)
 	}
 	wantMessages := []string{"id", "session_id", "role", "content", "tool_call_id", "tool_calls", "tool_name",
 		"timestamp", "token_count", "finish_reason", "reasoning", "reasoning_content", "reasoning_details",
-		"codex_reasoning_items", "codex_message_items", "active"}
+		"codex_reasoning_items", "codex_message_items", "active", "extra"}
 	if diff := cmp.Diff(wantMessages, columns("messages")); diff != "" {
 		t.Errorf("messages columns (-want +got):\n%s", diff)
 	}

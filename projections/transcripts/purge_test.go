@@ -222,3 +222,60 @@ func TestPurge_LeavesNoErasedTermInTheFTSIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestPurge_DropsErasedTermsWhateverTheSegmentLevels: FTS5 drops a
+// deleted row's entries from a merge only when the merge writes the last
+// level of the index, and it keeps the levels an earlier merge left empty.
+// Given an index grown over many small batches and merged whole by the
+// purge of a first erasure (so its levels reach past 2 while no segment is
+// left), and a second person's messages written since in a few batches
+// (every segment on level 0), when the second person is erased and state.db
+// purged, then no term of theirs is left in messages_fts_idx: a merge of
+// level 0 into level 1 (what 'optimize' does when every segment is on one
+// level) would keep them as delete markers under their terms.
+func TestPurge_DropsErasedTermsWhateverTheSegmentLevels(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	p, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	h := newHistory()
+	h.lane("k-a", created("k-a", "first", at(0)))
+	h.lane("k-b", created("k-b", "second", at(0)))
+	mustApply(t, p, h.all)
+	applied := len(h.all)
+	step := func() {
+		t.Helper()
+		mustApply(t, p, h.all[applied:])
+		applied = len(h.all)
+	}
+	erase := func(sid string) {
+		t.Helper()
+		h.tr(sid, events.TranscriptDeleted{SessionID: sid, Reason: events.DeleteRequested, At: at(9999)},
+			events.TranscriptErased{SessionID: sid, Scope: events.EraseTranscript, Reason: events.ErasureOnRequest, At: at(9999)})
+		step()
+		if err := p.Purge(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 400 { // one batch a message: many segments, merged up the levels
+		h.tr("first", appended("first", text("user", fmt.Sprintf("old%04d words", i)), at(i)))
+		step()
+	}
+	erase("first")
+	for b := range 3 {
+		for i := range 200 {
+			h.tr("second", appended("second", text("user", fmt.Sprintf("hello vxkq%04d there", b*200+i)), at(i)))
+		}
+		step()
+	}
+	erase("second")
+	var n int
+	if err := p.Reader.db.QueryRowContext(t.Context(), "SELECT count(*) FROM messages_fts_idx WHERE instr(term, 'vxkq') > 0").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n > 0 {
+		t.Errorf("after the second erasure's purge messages_fts_idx holds %d terms of the erased words", n)
+	}
+}

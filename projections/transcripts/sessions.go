@@ -3,6 +3,7 @@ package transcripts
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -43,6 +44,10 @@ type Session struct {
 	HandoffPlatform  *string  `json:"handoff_platform"`
 	HandoffError     *string  `json:"handoff_error"`
 	RewindCount      int64    `json:"rewind_count"`
+	// Extra is an imported row's columns of a newer Hermes schema
+	// (pinned, hidden, title_source, …) by name; absent for rows hermes
+	// wrote itself.
+	Extra json.RawMessage `json:"extra,omitempty"`
 }
 
 const sessionColumns = `s.id, s.source, s.user_id, s.model, s.model_config, s.system_prompt, s.parent_session_id,
@@ -51,7 +56,7 @@ const sessionColumns = `s.id, s.source, s.user_id, s.model, s.model_config, s.sy
 	COALESCE(s.cache_write_tokens, 0), COALESCE(s.reasoning_tokens, 0), s.billing_provider, s.billing_base_url,
 	s.billing_mode, s.estimated_cost_usd, s.actual_cost_usd, s.cost_status, s.cost_source, s.pricing_version,
 	s.title, COALESCE(s.api_call_count, 0), s.handoff_state, s.handoff_platform, s.handoff_error,
-	COALESCE(s.rewind_count, 0)`
+	COALESCE(s.rewind_count, 0), s.extra`
 
 // scanSession scans sessionColumns followed by extra destinations.
 func scanSession(rs rowScanner, extra ...any) (Session, error) {
@@ -60,13 +65,14 @@ func scanSession(rs rowScanner, extra ...any) (Session, error) {
 	var billingProvider, billingURL, billingMode, costStatus, costSource, pricing, title sql.NullString
 	var handoffState, handoffPlatform, handoffError sql.NullString
 	var endedAt, estimated, actual sql.NullFloat64
+	var extraCols sql.NullString
 	dest := []any{&s.ID, &s.Source, &userID, &model, &modelConfig, &prompt, &parent,
 		&s.StartedAt, &endedAt, &endReason, &s.MessageCount, &s.ToolCallCount,
 		&s.InputTokens, &s.OutputTokens, &s.CacheReadTokens,
 		&s.CacheWriteTokens, &s.ReasoningTokens, &billingProvider, &billingURL,
 		&billingMode, &estimated, &actual, &costStatus, &costSource, &pricing,
 		&title, &s.APICallCount, &handoffState, &handoffPlatform, &handoffError,
-		&s.RewindCount}
+		&s.RewindCount, &extraCols}
 	if err := rs.Scan(append(dest, extra...)...); err != nil {
 		return Session{}, err
 	}
@@ -77,6 +83,9 @@ func scanSession(rs rowScanner, extra ...any) (Session, error) {
 	s.Title = ptrOf(title)
 	s.HandoffState, s.HandoffPlatform, s.HandoffError = ptrOf(handoffState), ptrOf(handoffPlatform), ptrOf(handoffError)
 	s.EndedAt, s.EstimatedCostUSD, s.ActualCostUSD = floatPtr(endedAt), floatPtr(estimated), floatPtr(actual)
+	if extraCols.Valid && json.Valid([]byte(extraCols.String)) {
+		s.Extra = json.RawMessage(extraCols.String)
+	}
 	return s, nil
 }
 
@@ -340,6 +349,10 @@ func (r *Reader) TokenStats(ctx context.Context) ([]ModelUsage, error) {
 type SessionExport struct {
 	Session
 	Messages []Message `json:"messages"`
+	// LastActive is the session's last activity (its latest message, or
+	// its start) as ExportAll orders by, for the JSONL export, which
+	// carries it as Hermes' export_all does; not part of the API's export.
+	LastActive *float64 `json:"-"`
 }
 
 // ExportSession returns a session with its messages, or [ErrNotFound].
@@ -390,7 +403,8 @@ func (r *Reader) ExportAll(ctx context.Context, source string) ([]SessionExport,
 			if err != nil {
 				return err
 			}
-			out = append(out, SessionExport{Session: s.Session, Messages: msgs})
+			last := s.LastActive
+			out = append(out, SessionExport{Session: s.Session, Messages: msgs, LastActive: &last})
 		}
 		return nil
 	})

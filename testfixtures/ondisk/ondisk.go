@@ -134,18 +134,54 @@ func Garble(t *testing.T, path string, first int) {
 	}
 }
 
+// DamageLeafHeader overwrites the header of the middle leaf page of the
+// b-tree named tree (as DamageLeaf names it): the first read of that page,
+// by any statement, fails with SQLITE_CORRUPT ("database disk image is
+// malformed"); pages read before stay in their readers' caches.
+func DamageLeafHeader(t *testing.T, path, tree string) {
+	t.Helper()
+	page, pageSize := middleLeaf(t, path, tree)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xA5}, 12), (page-1)*pageSize); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // DamageLeaf overwrites 32 bytes in the middle of the middle leaf page of
 // the b-tree named tree (a table or index of the SQLite file at path, as
 // dbstat names it): the cell content changes, the page's header does not,
 // so neither a read of other pages nor an INSERT notices.
 func DamageLeaf(t *testing.T, path, tree string) {
 	t.Helper()
+	page, pageSize := middleLeaf(t, path, tree)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	junk := bytes.Repeat([]byte{0xA5}, 32)
+	if _, err := f.WriteAt(junk, (page-1)*pageSize+pageSize/2); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// middleLeaf is the page number of the middle leaf page of tree, and the
+// file's page size.
+func middleLeaf(t *testing.T, path, tree string) (page, pageSize int64) {
+	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer db.Close()
 	var pages []int64
-	var pageSize int64
 	if err := db.QueryRow("PRAGMA page_size").Scan(&pageSize); err != nil {
 		t.Fatal(err)
 	}
@@ -161,17 +197,8 @@ func DamageLeaf(t *testing.T, path, tree string) {
 		pages = append(pages, p)
 	}
 	rows.Close()
-	db.Close()
 	if len(pages) < 3 {
 		t.Fatalf("%s has %d leaf pages, want a middle one", tree, len(pages))
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	junk := bytes.Repeat([]byte{0xA5}, 32)
-	if _, err := f.WriteAt(junk, (pages[len(pages)/2]-1)*pageSize+pageSize/2); err != nil {
-		t.Fatal(err)
-	}
+	return pages[len(pages)/2], pageSize
 }
