@@ -7,13 +7,13 @@ BIN      ?= bin/hermes
 .DEFAULT_GOAL := check
 .PHONY: check test test-race test-large test-short fmt vet lint tidy-check check-deps bench bench-quick bench-postgres build serve tidy fuzz-api
 
-check: fmt vet tidy-check lint check-deps test-race test-large fuzz fuzz-api test-python
+check: fmt vet tidy-check lint check-deps test-race test-large fuzz fuzz-api test-python test-chaos
 
 # test is what CI and the README run: formatting, vet, a tidy go.mod,
 # staticcheck, the layer rules, every test with the race detector, the
 # full-size corpora of the transcripts projection, then each fuzz target
 # for a bounded time.
-test: fmt vet tidy-check lint check-deps test-race test-large fuzz fuzz-api test-python
+test: fmt vet tidy-check lint check-deps test-race test-large fuzz fuzz-api test-python test-chaos
 
 # test-race runs every test with the race detector. -timeout is per
 # package: each takes well under 3 minutes under -race on the slowest
@@ -52,6 +52,21 @@ fuzz:
 
 test-short:
 	$(GO) test -count=1 -short $(PKGS)
+
+# test-chaos is the short chaos run (cmd/hermes/chaos_test.go): three
+# hermes serve on the KurrentDB emulator, then on PostgreSQL, 20 s of
+# workload under a nemesis each (partitions, pauses past the lease, kills,
+# store restarts), every checker of testfixtures/chaos over the history and
+# the log, and the check that the checkers catch a build without the
+# expected-version check. chaos is the long run: CHAOS_SECONDS of workload
+# per store (default 300). Each prints its seed (HERMES_CHAOS_SEED=<seed>
+# replays the schedule) and a summary.
+.PHONY: test-chaos chaos
+CHAOS_SECONDS ?= 300
+test-chaos:
+	HERMES_CHAOS=1 $(GO) test -count=1 -timeout 10m -run '^TestChaos' ./cmd/hermes/
+chaos:
+	HERMES_CHAOS=1 HERMES_CHAOS_SECONDS=$(CHAOS_SECONDS) $(GO) test -count=1 -timeout 60m -v -run '^TestChaosOn' ./cmd/hermes/
 
 fmt:
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \

@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/EventStore/EventStore-Client-Go/v4 v4.2.0
 	github.com/ThreeDotsLabs/watermill v1.5.1
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/chromedp/chromedp v0.23.0
 	github.com/davecgh/go-spew v1.1.1
 	github.com/docker/go-connections v0.5.0

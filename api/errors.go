@@ -23,6 +23,13 @@ const (
 	CodeUnauthorized    = "unauthorized"
 	CodeNotFound        = "not_found"
 	CodeConflict        = "conflict"
+	// CodeBusy (409): a turn is open on the lane; the message waits (the
+	// gateway queues it) until that turn ends.
+	CodeBusy = "busy"
+	// CodeTurnNotOpen (409): a write naming a turn that is no longer the
+	// lane's open turn (it ended, or its node's run was adopted); nothing
+	// was appended.
+	CodeTurnNotOpen     = "turn_not_open"
 	CodePayloadTooLarge = "payload_too_large"
 	CodeUnavailable     = "unavailable"
 	CodeInternal        = "internal"
@@ -83,6 +90,10 @@ func statusOf(err error) (int, string) {
 		errors.Is(err, commands.ErrSessionNotFound), errors.Is(err, transcripts.ErrNotFound),
 		errors.Is(err, domain.ErrRunNotFound):
 		return http.StatusNotFound, CodeNotFound
+	case errors.Is(err, domain.ErrTurnBusy):
+		return http.StatusConflict, CodeBusy
+	case errors.Is(err, domain.ErrTurnNotOpen):
+		return http.StatusConflict, CodeTurnNotOpen
 	case errors.Is(err, errConflict), errors.Is(err, commands.ErrConflict),
 		errors.Is(err, domain.ErrSuspended), errors.Is(err, events.ErrWrongExpectedVersion),
 		errors.Is(err, commands.ErrTitleInUse), errors.Is(err, projections.ErrRebuildRunning),

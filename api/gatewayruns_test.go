@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -178,20 +179,60 @@ func TestGatewayRuns_ThreeCrashesSuspendAtTheNextStart(t *testing.T) {
 	}
 }
 
-// TestTurnStart_SupersedesAnOpenTurnWithAnEvent: a second turns/start on a
-// lane whose turn is open records the first one's interruption.
-func TestTurnStart_SupersedesAnOpenTurnWithAnEvent(t *testing.T) {
+// TestTurnStart_BusyLaneRefused: a second turns/start on a lane whose turn
+// is open is refused with 409 busy and changes nothing; the open turn's
+// own id is an idempotent start; once it completed a new turn starts.
+func TestTurnStart_BusyLaneRefused(t *testing.T) {
 	h := newHarness(t)
 	key := h.resolve(dm("103")).Entry.SessionKey
 	h.call("POST", lane(key, "/turns/start"), map[string]string{"turn_id": "a"}, http.StatusOK, nil)
-	h.call("POST", lane(key, "/turns/start"), map[string]string{"turn_id": "b"}, http.StatusOK, nil)
-	if n := h.countEvents(key, "lane.turn_interrupted.v1", "superseded"); n != 1 {
-		t.Errorf("superseded interruptions = %d, want 1", n)
+	before := h.head()
+	r := h.do("POST", lane(key, "/turns/start"), map[string]string{"turn_id": "b"})
+	if code, _ := errorBody(r); r.status != http.StatusConflict || code != "busy" {
+		t.Errorf("turns/start b over open a = %d %s, want 409 busy", r.status, r.body)
+	}
+	h.call("POST", lane(key, "/turns/start"), map[string]string{"turn_id": "a"}, http.StatusOK, nil)
+	if after := h.head(); after != before {
+		t.Errorf("the refused and the repeated start moved the head %d -> %d", before, after)
 	}
 	var e entry
 	h.call("GET", lane(key, ""), nil, http.StatusOK, &e)
-	if e.OpenTurnID == nil || *e.OpenTurnID != "b" || e.ResumePending {
-		t.Errorf("after the second start: open %v, pending %v; want b open, no resume mark", e.OpenTurnID, e.ResumePending)
+	if e.OpenTurnID == nil || *e.OpenTurnID != "a" {
+		t.Errorf("after the refused start: open %v, want a", e.OpenTurnID)
+	}
+	h.call("POST", lane(key, "/turns"), map[string]any{"turn_id": "a"}, http.StatusOK, nil)
+	h.call("POST", lane(key, "/turns/start"), map[string]string{"turn_id": "b"}, http.StatusOK, nil)
+}
+
+// TestFencedWrites_OverHTTP: a completion and a message naming a turn that
+// is not the lane's open turn are refused with 409 turn_not_open and
+// append nothing; the open turn's own pass.
+func TestFencedWrites_OverHTTP(t *testing.T) {
+	h := newHarness(t)
+	res := h.resolve(dm("104"))
+	key, sid := res.Entry.SessionKey, res.Entry.SessionID
+	h.call("POST", lane(key, "/turns/start"), map[string]string{"turn_id": "a"}, http.StatusOK, nil)
+	h.call("POST", transcript(sid, "/messages"), map[string]any{"role": "assistant", "content": "part 1", "turn_id": "a"}, http.StatusOK, nil)
+	h.call("POST", lane(key, "/turns"), map[string]any{"turn_id": "a", "output_tokens": 2}, http.StatusOK, nil)
+	before := h.head()
+	for _, w := range []struct {
+		name, path string
+		body       map[string]any
+	}{
+		{"message of the ended turn", transcript(sid, "/messages"), map[string]any{"role": "assistant", "content": "part 2", "turn_id": "a"}},
+		{"second completion", lane(key, "/turns"), map[string]any{"turn_id": "a", "output_tokens": 2}},
+		{"message of a turn never started", transcript(sid, "/messages"), map[string]any{"role": "assistant", "content": "x", "turn_id": "zz"}},
+	} {
+		r := h.do("POST", w.path, w.body)
+		if code, _ := errorBody(r); r.status != http.StatusConflict || code != "turn_not_open" {
+			t.Errorf("%s = %d %s, want 409 turn_not_open", w.name, r.status, r.body)
+		}
+	}
+	if after := h.head(); after != before {
+		t.Errorf("the refused writes moved the head %d -> %d", before, after)
+	}
+	if r := h.do("POST", transcript(sid, "/messages"), map[string]any{"role": "assistant", "content": "x", "turn_id": strings.Repeat("t", 201)}); r.status != http.StatusBadRequest {
+		t.Errorf("a turn_id of 201 bytes = %d, want 400", r.status)
 	}
 }
 

@@ -614,6 +614,21 @@ func (m messageRequest) event() events.Message {
 	}
 }
 
+// appendMessageRequest is POST /v1/transcripts/{session_id}/messages: a
+// message and, optionally, the turn it belongs to (the write is fenced by
+// that turn).
+type appendMessageRequest struct {
+	messageRequest
+	TurnID string `json:"turn_id"`
+}
+
+func (m appendMessageRequest) validate() error {
+	if err := checkText("turn_id", m.TurnID, maxTurnField); err != nil {
+		return err
+	}
+	return m.messageRequest.validate()
+}
+
 // rewriteRequest is PUT /v1/transcripts/{session_id}/messages.
 type rewriteRequest struct {
 	Messages *[]messageRequest `json:"messages"`

@@ -219,12 +219,12 @@ func (s *Server) getTranscriptSession(w http.ResponseWriter, r *http.Request, id
 }
 
 func (s *Server) appendMessage(w http.ResponseWriter, r *http.Request, id sessionID) error {
-	req, err := decode[messageRequest](r, false)
+	req, err := decode[appendMessageRequest](r, false)
 	if err != nil {
 		return err
 	}
 	res, err := s.transcriptCommands.AppendMessage(r.Context(), commands.AppendMessage{
-		SessionID: string(id), Message: req.event(), CommandID: commandID(r),
+		SessionID: string(id), Message: req.event(), TurnID: req.TurnID, CommandID: commandID(r),
 	})
 	if err != nil {
 		return err

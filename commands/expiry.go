@@ -116,6 +116,16 @@ type ExpiryConfig struct {
 
 	// Log receives what the watcher did (nil: nothing is logged).
 	Log func(level slog.Level, msg string, args ...any)
+
+	// MayAct, when set, is asked right before each effect of a pass
+	// outside the log (each finalize hook, the routing-entry prune, the
+	// auto-prune): once it returns an error the pass stops there and
+	// returns it. With several nodes it is the leader lease checked by
+	// this node's own clock, so a leader paused past its lease that wakes
+	// mid-pass runs no hook the next leader runs. Recording the
+	// finalizations of hooks that already ran is not held back: those
+	// appends are decided on each lane's expected version.
+	MayAct func() error
 }
 
 // ExpiryWatcher is Hermes' _session_expiry_watcher: an application process
@@ -201,13 +211,30 @@ func (w *ExpiryWatcher) Pass(ctx context.Context) (PassReport, error) {
 	if err := ctx.Err(); err != nil {
 		return rep, errors.Join(append(errs, err)...)
 	}
+	if err := w.mayAct(); err != nil {
+		return rep, errors.Join(append(errs, err)...)
+	}
 	if err := w.pruneEntries(ctx, now, &rep); err != nil {
 		errs = append(errs, err)
+	}
+	if err := w.mayAct(); err != nil {
+		return rep, errors.Join(append(errs, err)...)
 	}
 	if err := w.autoPrune(ctx, now, &rep); err != nil {
 		errs = append(errs, err)
 	}
 	return rep, errors.Join(errs...)
+}
+
+// mayAct is ExpiryConfig.MayAct (nil: always allowed).
+func (w *ExpiryWatcher) mayAct() error {
+	if w.cfg.MayAct == nil {
+		return nil
+	}
+	if err := w.cfg.MayAct(); err != nil {
+		return fmt.Errorf("expiry: %w", err)
+	}
+	return nil
 }
 
 // expired lists the lanes whose decided state, at now, says their session
@@ -285,6 +312,10 @@ func (w *ExpiryWatcher) finalize(ctx context.Context, due []expiring, rep *PassR
 	var forced []bool
 	for _, d := range due {
 		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		if err := w.mayAct(); err != nil {
 			errs = append(errs, err)
 			break
 		}

@@ -504,3 +504,38 @@ func TestExpiryWatcher_SwitchedBackSessionFinalizedAgain(t *testing.T) {
 		t.Fatalf("finalizations = %+v, want two of %s", got, first)
 	}
 }
+
+// TestExpiryWatcher_MayActStopsThePass: a pass whose MayAct refuses before
+// a hook (a leader that lost its lease by its own clock mid-pass) calls no
+// hook, finalizes nothing and prunes nothing; the lane is finalized by the
+// next pass allowed to act.
+func TestExpiryWatcher_MayActStopsThePass(t *testing.T) {
+	ctx := context.Background()
+	w := newExpiryWorld(t, idlePolicy(60))
+	key, _ := w.lane(t, "telegram", "1")
+	w.clock.Advance(61 * time.Minute)
+	hook := &recordingHook{}
+	errLost := errors.New("lease lost")
+	var refuse bool
+	watcher := commands.NewExpiryWatcher(w.handler, commands.ExpiryConfig{Hook: hook, SessionStoreMaxAge: time.Minute,
+		MayAct: func() error {
+			if refuse {
+				return errLost
+			}
+			return nil
+		}})
+	refuse = true
+	head := w.head(t)
+	rep, err := watcher.Pass(ctx)
+	if !errors.Is(err, errLost) {
+		t.Fatalf("Pass with MayAct refusing = %v, want its error", err)
+	}
+	if hook.callsFor(key) != 0 || len(rep.Finalized) != 0 || rep.EntriesPruned || w.head(t) != head {
+		t.Fatalf("Pass with MayAct refusing = %+v, %d hook calls, head %d -> %d; want nothing done", rep, hook.callsFor(key), head, w.head(t))
+	}
+	refuse = false
+	rep, err = watcher.Pass(ctx)
+	if err != nil || !slices.Equal(rep.Finalized, []string{key}) || hook.callsFor(key) != 1 {
+		t.Fatalf("Pass allowed = %+v, %v, %d hook calls; want %s finalized once", rep, err, hook.callsFor(key), key)
+	}
+}

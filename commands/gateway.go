@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -104,12 +105,36 @@ func (h *Handler) InterruptTurn(ctx context.Context, c InterruptTurn) (LaneResul
 	if c.AdoptedFrom != "" {
 		command = "adopt_turn"
 	}
-	return h.execute(ctx, c.Key, command, c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
-		if c.TurnID != "" && l.OpenTurnID != c.TurnID {
-			return nil, nil
+	// The turn's transcript is fenced first: a message of the turn that
+	// checked the lane before the interruption cannot land after it
+	// (fence.go). A lane that moved to another session or turn after the
+	// fence is fenced again.
+	for range fenceAttempts {
+		lane, _, err := h.Lane(ctx, c.Key)
+		if err != nil && !isNotFound(err) {
+			return LaneResult{}, fmt.Errorf("%s %s: %w", command, c.Key, err)
 		}
-		return l.InterruptTurn(c.Reason, now)
-	})
+		var f fence
+		if lane.TurnOpen() && (c.TurnID == "" || lane.OpenTurnID == c.TurnID) {
+			f = fence{sessionID: lane.SessionID, turnID: lane.OpenTurnID}
+			if err := h.fenceTurn(ctx, f.sessionID, f.turnID); err != nil {
+				return LaneResult{}, fmt.Errorf("%s %s: %w", command, c.Key, err)
+			}
+		}
+		res, err := h.execute(ctx, c.Key, command, c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+			if c.TurnID != "" && l.OpenTurnID != c.TurnID {
+				return nil, nil
+			}
+			if l.TurnOpen() && !f.covers(l) {
+				return nil, errFenceMoved
+			}
+			return l.InterruptTurn(c.Reason, now)
+		})
+		if !errors.Is(err, errFenceMoved) {
+			return res, err
+		}
+	}
+	return LaneResult{}, fmt.Errorf("%s %s: %w", command, c.Key, ErrConflict)
 }
 
 var _ AutoPruneLog = (*Handler)(nil)

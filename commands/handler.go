@@ -170,7 +170,7 @@ func (h *Handler) executeRun(ctx context.Context, key, command, commandID, gatew
 				}
 			}
 		}
-		res, err := h.store.Append(ctx, stream, events.ExactVersion(st.version), proposed)
+		res, err := h.store.Append(ctx, stream, laneExpected(st.version), proposed)
 		if errors.Is(err, events.ErrWrongExpectedVersion) {
 			h.cache.drop(stream)
 			continue

@@ -203,11 +203,41 @@ type CompleteTurn struct {
 	CommandID string
 }
 
-// CompleteTurn closes a lane's turn.
+// CompleteTurn closes a lane's turn. An outcome naming its turn is fenced:
+// refused with domain.ErrTurnNotOpen when that turn is not the lane's open
+// turn (it ended or was adopted), appending nothing.
 func (h *Handler) CompleteTurn(ctx context.Context, c CompleteTurn) (LaneResult, error) {
-	return h.execute(ctx, c.Key, "complete_turn", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
-		return l.CompleteTurn(c.Outcome, now)
-	})
+	var res LaneResult
+	var err error
+	for range fenceAttempts {
+		var f fence
+		f, err = h.fenceCompletion(ctx, c)
+		if err != nil {
+			return LaneResult{}, err
+		}
+		res, err = h.execute(ctx, c.Key, "complete_turn", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+			closes := l.TurnOpen() && (c.Outcome.TurnID == "" || c.Outcome.TurnID == l.OpenTurnID)
+			if !h.soleWriter && closes && !f.covers(l) {
+				return nil, errFenceMoved
+			}
+			return l.CompleteTurn(c.Outcome, now)
+		})
+		if !errors.Is(err, errFenceMoved) {
+			break
+		}
+	}
+	if errors.Is(err, errFenceMoved) {
+		return res, fmt.Errorf("complete turn on %s: %w", c.Key, ErrConflict)
+	}
+	if errors.Is(err, domain.ErrTurnNotOpen) && c.CommandID != "" {
+		// A retry of a completion that went through (the turn it closed
+		// is no longer open) answers as the first attempt did.
+		stream := events.LaneStream(c.Key)
+		if env, ok, aerr := h.appliedIn(ctx, stream, identify(c.CommandID).eventID(stream, 0)); aerr == nil && ok {
+			return LaneResult{Lane: res.Lane, Version: res.Version, Position: env.Position, Events: []events.Event{env.Event}}, nil
+		}
+	}
+	return res, err
 }
 
 // SetActiveProcesses records the lane's live background process count.

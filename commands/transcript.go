@@ -176,6 +176,10 @@ type Appended struct {
 type AppendMessage struct {
 	SessionID string
 	Message   events.Message
+	// TurnID, when set, fences the append by the turn: it is refused with
+	// domain.ErrTurnNotOpen, and appends nothing, unless TurnID is the
+	// open turn of the lane the session is on (fence.go).
+	TurnID    string
 	CommandID string
 }
 
@@ -187,7 +191,14 @@ func (t *TranscriptCommands) AppendMessage(ctx context.Context, c AppendMessage)
 	if err := t.existing(ctx, c.SessionID); err != nil {
 		return Appended{}, err
 	}
-	res, err := t.append(ctx, c.SessionID, "append_message", c.CommandID, events.MessageAppended{SessionID: c.SessionID, Message: c.Message, At: t.h.now()})
+	e := events.MessageAppended{SessionID: c.SessionID, Message: c.Message, At: t.h.now()}
+	var res events.AppendResult
+	var err error
+	if c.TurnID != "" {
+		res, err = t.appendFenced(ctx, c, e)
+	} else {
+		res, err = t.append(ctx, c.SessionID, "append_message", c.CommandID, e)
+	}
 	if err != nil {
 		return Appended{}, err
 	}

@@ -399,13 +399,46 @@ func TestLane_Transitions(t *testing.T) {
 			Then:  []events.Event{events.TurnStarted{TurnID: "t1", SessionID: sid, At: soon}},
 		},
 		{
-			Name:  "starting another turn while one is open closes it as superseded first",
+			Name:    "starting another turn while one is open is refused: the lane is busy",
+			Given:   []events.Event{created(t0), events.TurnStarted{TurnID: "t1", SessionID: sid, At: t0}},
+			When:    func(l domain.Lane) ([]events.Event, error) { return l.StartTurn("t2", soon) },
+			ThenErr: domain.ErrTurnBusy,
+		},
+		{
+			Name:  "starting the open turn again changes nothing",
 			Given: []events.Event{created(t0), events.TurnStarted{TurnID: "t1", SessionID: sid, At: t0}},
-			When:  func(l domain.Lane) ([]events.Event, error) { return l.StartTurn("t2", soon) },
-			Then: []events.Event{
-				events.TurnInterrupted{TurnID: "t1", Reason: events.TurnSuperseded, At: soon},
-				events.TurnStarted{TurnID: "t2", SessionID: sid, At: soon},
+			When:  func(l domain.Lane) ([]events.Event, error) { return l.StartTurn("t1", soon) },
+		},
+		{
+			Name: "a turn starts once the open one was interrupted",
+			Given: []events.Event{created(t0), events.TurnStarted{TurnID: "t1", SessionID: sid, At: t0},
+				events.TurnInterrupted{TurnID: "t1", Reason: "restart_interrupted", At: t0}},
+			When: func(l domain.Lane) ([]events.Event, error) { return l.StartTurn("t2", soon) },
+			Then: []events.Event{events.TurnStarted{TurnID: "t2", SessionID: sid, At: soon}},
+		},
+		{
+			Name: "completing a turn that was interrupted (adopted) is refused",
+			Given: []events.Event{created(t0), events.TurnStarted{TurnID: "t1", SessionID: sid, At: t0},
+				events.TurnInterrupted{TurnID: "t1", Reason: "restart_interrupted", At: t0}},
+			When: func(l domain.Lane) ([]events.Event, error) {
+				return l.CompleteTurn(domain.TurnOutcome{TurnID: "t1", OutputTokens: 5}, soon)
 			},
+			ThenErr: domain.ErrTurnNotOpen,
+		},
+		{
+			Name: "completing a turn that is not the open one is refused",
+			Given: []events.Event{created(t0), events.TurnStarted{TurnID: "t1", SessionID: sid, At: t0},
+				events.TurnInterrupted{TurnID: "t1", Reason: "restart_interrupted", At: t0}, events.TurnStarted{TurnID: "t2", SessionID: sid, At: t0}},
+			When: func(l domain.Lane) ([]events.Event, error) {
+				return l.CompleteTurn(domain.TurnOutcome{TurnID: "t1"}, soon)
+			},
+			ThenErr: domain.ErrTurnNotOpen,
+		},
+		{
+			Name:  "a completion without a turn id is not fenced",
+			Given: []events.Event{created(t0)},
+			When:  func(l domain.Lane) ([]events.Event, error) { return l.CompleteTurn(domain.TurnOutcome{}, soon) },
+			Then:  []events.Event{events.TurnCompleted{SessionID: sid, At: soon}},
 		},
 		{
 			Name:  "the first turn after /new consumes the fresh-reset flag",

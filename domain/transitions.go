@@ -137,10 +137,11 @@ func (l Lane) Touch(lastPromptTokens *int64, now time.Time) ([]events.Event, err
 
 // StartTurn records that the agent began turn turnID. Starting the turn that
 // is already open changes nothing. Starting another one while a turn is
-// open first closes that one as superseded (it will never complete: the
-// lane says so instead of replacing it silently). The first turn of a
-// session made by /new or /reset consumes its is_fresh_reset flag: the
-// first message of the new session was handled.
+// open is refused with ErrTurnBusy: one turn runs on a lane at a time, and
+// a second starter (another node, or a paused one that woke up) must not
+// cut the turn of the first. The first turn of a session made by /new or
+// /reset consumes its is_fresh_reset flag: the first message of the new
+// session was handled.
 func (l Lane) StartTurn(turnID string, now time.Time) ([]events.Event, error) {
 	if turnID == "" {
 		return nil, fmt.Errorf("%w: turn id is required", ErrInvalidArgument)
@@ -151,20 +152,34 @@ func (l Lane) StartTurn(turnID string, now time.Time) ([]events.Event, error) {
 	if l.OpenTurnID == turnID {
 		return nil, nil
 	}
-	var out []events.Event
 	if l.TurnOpen() {
-		out = append(out, events.TurnInterrupted{TurnID: l.OpenTurnID, Reason: events.TurnSuperseded, At: now})
+		return nil, fmt.Errorf("%w: turn %s is open (started %s)", ErrTurnBusy, l.OpenTurnID, l.TurnStartedAt.UTC().Format(time.RFC3339))
 	}
-	out = append(out, events.TurnStarted{TurnID: turnID, SessionID: l.SessionID, At: now})
+	out := []events.Event{events.TurnStarted{TurnID: turnID, SessionID: l.SessionID, At: now}}
 	if l.IsFreshReset {
 		out = append(out, events.FreshResetConsumed{SessionID: l.SessionID, Cause: events.FreshResetConsumedByTurn, At: now})
 	}
 	return out, nil
 }
 
+// CheckTurnOpen is the fence of a write that names its turn: turnID must
+// be the lane's open turn (ErrTurnNotOpen otherwise). An empty turn id is
+// an unfenced write and always passes.
+func (l Lane) CheckTurnOpen(turnID string) error {
+	if turnID == "" || (l.Exists() && l.OpenTurnID == turnID) {
+		return nil
+	}
+	if l.OpenTurnID == "" {
+		return fmt.Errorf("%w: turn %s ended; no turn is open", ErrTurnNotOpen, turnID)
+	}
+	return fmt.Errorf("%w: turn %s ended; the open turn is %s", ErrTurnNotOpen, turnID, l.OpenTurnID)
+}
+
 // TurnOutcome is what the agent reports when a turn ends.
 type TurnOutcome struct {
-	// TurnID is the turn that ended; empty means the open turn.
+	// TurnID is the turn that ended; empty means the open turn (or none:
+	// an unfenced completion). A turn id that is not the lane's open turn
+	// is refused (ErrTurnNotOpen).
 	TurnID           string
 	InputTokens      int64
 	OutputTokens     int64
@@ -209,6 +224,9 @@ func (l Lane) CompleteTurn(o TurnOutcome, now time.Time) ([]events.Event, error)
 	}
 	if !l.Exists() {
 		return nil, ErrLaneNotFound
+	}
+	if err := l.CheckTurnOpen(o.TurnID); err != nil {
+		return nil, err
 	}
 	turnID := o.TurnID
 	if turnID == "" {

@@ -117,6 +117,8 @@ func decodeEvent(typ string, data []byte) (Event, error) {
 		return decode[TranscriptEnded](typ, data)
 	case TypeTranscriptReopened:
 		return decode[TranscriptReopened](typ, data)
+	case TypeTurnFenced:
+		return decode[TurnFenced](typ, data)
 	case TypeSessionImported:
 		return decode[SessionImported](typ, data)
 	case TypeMessagesImported:

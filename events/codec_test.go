@@ -60,6 +60,7 @@ var allTypes = []string{
 	events.TypeTranscriptDeleted,
 	events.TypeTranscriptEnded,
 	events.TypeTranscriptReopened,
+	events.TypeTurnFenced,
 	events.TypeTranscriptOpened,
 	events.TypeArchivedSet,
 	events.TypeGatewayStarted,
@@ -234,6 +235,7 @@ func goldenEvents() []events.Event {
 		events.TranscriptDeleted{SessionID: "20260514_093015_a1b2c3d4", Reason: events.DeletePruned, At: goldenAt},
 		events.TranscriptEnded{SessionID: "20260514_093015_a1b2c3d4", Reason: "compression", At: goldenAt},
 		events.TranscriptReopened{SessionID: "20260514_093015_a1b2c3d4", At: goldenAt},
+		events.TurnFenced{SessionID: "20260514_093015_a1b2c3d4", TurnID: "turn_01", At: goldenAt},
 		events.TranscriptOpened{
 			SessionID: "20260514_093015_a1b2c3d4", Source: "cli", UserID: ptr("42"), Model: ptr("anthropic/claude-sonnet-4.6"),
 			ModelConfig: ptr(`{"temperature":0.2}`), SystemPrompt: ptr("You are Hermes."), ParentSessionID: ptr("20260513_080000_deadbeef"),

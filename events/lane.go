@@ -43,7 +43,8 @@ const (
 // TurnSuperseded is the reason of a [TurnInterrupted] that closed a turn
 // because another turn started on the lane while it was open: the turn
 // will never complete, but no run ended under it (no resume mark, no
-// stuck-loop count).
+// stuck-loop count). Logs written before the busy rule (a turn start on a
+// lane whose turn is open is refused) hold it; nothing writes it now.
 const TurnSuperseded = "superseded"
 
 // TurnDiscarded is the reason of a [TurnInterrupted] that closed a turn
@@ -184,8 +185,8 @@ type TurnCompleted struct {
 
 // TurnInterrupted records that the lane's open turn will never complete:
 // the process crashed under it (restart_interrupted), a drain timed out
-// (shutdown_timeout, restart_timeout), or another turn started over it
-// ([TurnSuperseded]).
+// (shutdown_timeout, restart_timeout), or, in logs of older builds,
+// another turn started over it ([TurnSuperseded]).
 type TurnInterrupted struct {
 	TurnID string    `json:"turn_id"`
 	Reason string    `json:"reason"`

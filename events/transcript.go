@@ -16,6 +16,7 @@ const (
 	TypeTranscriptDeleted      = "transcript.deleted.v1"
 	TypeTranscriptEnded        = "transcript.ended.v1"
 	TypeTranscriptReopened     = "transcript.reopened.v1"
+	TypeTurnFenced             = "transcript.turn_fenced.v1"
 )
 
 // Reasons a transcript was deleted, as stored in [TranscriptDeleted.Reason].
@@ -129,7 +130,22 @@ type TranscriptReopened struct {
 	At        time.Time `json:"at"`
 }
 
+// TurnFenced records, in the transcript of the session a turn runs on,
+// that the turn is being closed: interrupted (its node's run was adopted,
+// its gateway run ended, crash recovery) or, with several processes on
+// the store, completed. From here on a message naming the turn is refused.
+// It is written before the turn's lane.turn_interrupted (or
+// turn_completed), so a message append that checked the lane before the
+// close and appends after it finds the fence (its append carries the
+// transcript version it read).
+type TurnFenced struct {
+	SessionID string    `json:"session_id"`
+	TurnID    string    `json:"turn_id"`
+	At        time.Time `json:"at"`
+}
+
 func (e MessageAppended) EventType() string        { return TypeMessageAppended }
+func (e TurnFenced) EventType() string             { return TypeTurnFenced }
 func (e TranscriptRewritten) EventType() string    { return TypeTranscriptRewritten }
 func (e TurnsRewound) EventType() string           { return TypeTurnsRewound }
 func (e TitleSet) EventType() string               { return TypeTitleSet }
@@ -140,6 +156,7 @@ func (e TranscriptEnded) EventType() string        { return TypeTranscriptEnded 
 func (e TranscriptReopened) EventType() string     { return TypeTranscriptReopened }
 
 func (e MessageAppended) OccurredAt() time.Time        { return e.At }
+func (e TurnFenced) OccurredAt() time.Time             { return e.At }
 func (e TranscriptRewritten) OccurredAt() time.Time    { return e.At }
 func (e TurnsRewound) OccurredAt() time.Time           { return e.At }
 func (e TitleSet) OccurredAt() time.Time               { return e.At }
@@ -158,3 +175,4 @@ func (TranscriptCleared) isEvent()      {}
 func (TranscriptDeleted) isEvent()      {}
 func (TranscriptEnded) isEvent()        {}
 func (TranscriptReopened) isEvent()     {}
+func (TurnFenced) isEvent()             {}

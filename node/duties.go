@@ -79,22 +79,31 @@ func (d *duties) stop() {
 // and the sweep of damaged read models past their retention. When the stop
 // began meanwhile it starts nothing and stays not ready.
 func (rt *runtime) becomeReady(bg *duties) error {
+	// With several nodes, every effect of a singleton duty outside the log
+	// first checks, by this node's clock, that it still leads.
+	var c *cluster
+	var mayAct func() error
+	if rt.handler.Node() != "" {
+		c = &cluster{rt: rt, ttl: rt.cfg.Node.Lease, log: rt.log.With("component", "cluster")}
+		mayAct = c.mayAct
+	}
 	var router *hooks.Router
 	if len(rt.cfg.Hooks.Webhooks) > 0 {
 		var err error
-		router, err = hooks.New(rt.raw, hooksConfig(rt.cfg.Hooks, rt.home.HermesDir(), rt.now, rt.log))
+		hc := hooksConfig(rt.cfg.Hooks, rt.home.HermesDir(), rt.now, rt.log)
+		hc.MayAct = mayAct
+		router, err = hooks.New(rt.raw, hc)
 		if err != nil {
 			return err
 		}
 	}
 	var started bool
-	if rt.handler.Node() == "" {
-		started = rt.startSingletons(bg, router)
+	if c == nil {
+		started = rt.startSingletons(bg, router, nil)
 	} else {
-		started = bg.start("cluster", func(ctx context.Context, log *slog.Logger) {
-			c := &cluster{rt: rt, router: router, ttl: rt.cfg.Node.Lease, log: log}
-			c.run(ctx)
-		}) && bg.start("erasures", rt.followErasures)
+		c.router = router
+		started = bg.start("cluster", func(ctx context.Context, _ *slog.Logger) { c.run(ctx) }) &&
+			bg.start("erasures", rt.followErasures)
 	}
 	started = started &&
 		bg.start("backup", rt.backupEvery) &&
@@ -130,8 +139,9 @@ func (rt *runtime) becomeReady(bg *duties) error {
 // startSingletons starts on d the duties one node of a store runs: the
 // hooks router (when webhooks are configured), the expiry watcher (with
 // auto-prune) and the lease duty of the gateway processes' runs. It
-// reports false when d is stopping.
-func (rt *runtime) startSingletons(d *duties, router *hooks.Router) bool {
+// reports false when d is stopping. mayAct (nil on a single node) is
+// asked right before each effect of the expiry watcher.
+func (rt *runtime) startSingletons(d *duties, router *hooks.Router, mayAct func() error) bool {
 	var hook commands.FinalizeHook
 	if router != nil {
 		hook = router
@@ -139,7 +149,7 @@ func (rt *runtime) startSingletons(d *duties, router *hooks.Router) bool {
 			return false
 		}
 	}
-	return d.start("expiry", func(ctx context.Context, log *slog.Logger) { rt.watchExpiry(ctx, log, hook) }) &&
+	return d.start("expiry", func(ctx context.Context, log *slog.Logger) { rt.watchExpiry(ctx, log, hook, mayAct) }) &&
 		d.start("gateway-runs", rt.runGatewayRunLeases)
 }
 
@@ -162,7 +172,7 @@ func (rt *runtime) runHooks(ctx context.Context, log *slog.Logger, router *hooks
 
 // watchExpiry runs the expiry watcher, with auto-prune, until ctx is done;
 // hook (when not nil) is told of each finalized session.
-func (rt *runtime) watchExpiry(ctx context.Context, log *slog.Logger, hook commands.FinalizeHook) {
+func (rt *runtime) watchExpiry(ctx context.Context, log *slog.Logger, hook commands.FinalizeHook, mayAct func() error) {
 	s := rt.cfg.Sessions
 	watcher := commands.NewExpiryWatcher(rt.handler, commands.ExpiryConfig{
 		Lanes:                rt.models.lanes(),
@@ -176,6 +186,7 @@ func (rt *runtime) watchExpiry(ctx context.Context, log *slog.Logger, hook comma
 		Purge:                rt.purge,
 		Transcripts:          rt.handler.Transcripts(pruneIndex{rt.models.reader()}),
 		AutoPruneLog:         rt.handler,
+		MayAct:               mayAct,
 		Log:                  func(level slog.Level, msg string, args ...any) { log.Log(context.Background(), level, msg, args...) },
 	})
 	watcher.Run(ctx, rt.ticks(ctx, rt.cfg.Expiry.Interval))

@@ -3,7 +3,9 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"hermes/adapters/hooks"
@@ -36,8 +38,33 @@ type cluster struct {
 
 	// singletons are the singleton duties while this node leads.
 	singletons *duties
+	// mu guards lease, which the duties read (mayAct).
+	mu sync.Mutex
 	// lease is the leader lease as this node last saw it.
 	lease domain.Lease
+}
+
+// errNotLeader: the duty's effect was held back, this node no longer
+// leads by its own clock.
+var errNotLeader = errors.New("not the leader by this node's clock")
+
+// leaderLease is the leader lease as this node last saw it.
+func (c *cluster) leaderLease() domain.Lease {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lease
+}
+
+// mayAct is what a singleton duty asks right before each of its effects:
+// nil while this node holds the leader lease, with the margin, by its own
+// clock now. A leader paused past its lease wakes with its clock past the
+// lease it last saw, so it acts no more, before its next round even runs.
+func (c *cluster) mayAct() error {
+	l := c.leaderLease()
+	if now := c.rt.now(); !l.HeldBy(c.rt.handler.Node(), now, c.margin()) {
+		return fmt.Errorf("%w: lease held by %q until %s, now %s", errNotLeader, l.Holder, l.Until.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // margin is how long before its lease's end a holder stops acting as
@@ -95,31 +122,34 @@ func (c *cluster) claimLeader(ctx context.Context) {
 		}
 		c.log.Warn("leader lease not claimed; retrying next round", "err", err)
 	} else {
+		c.mu.Lock()
 		c.lease = lease
+		c.mu.Unlock()
 	}
-	c.lead(ctx, c.lease.HeldBy(c.rt.handler.Node(), c.rt.now(), c.margin()))
+	c.lead(ctx, c.leaderLease().HeldBy(c.rt.handler.Node(), c.rt.now(), c.margin()))
 }
 
 // lead starts the duties when leading and they are not running, and stops
 // them when not leading.
 func (c *cluster) lead(ctx context.Context, leading bool) {
 	running := c.singletons != nil
+	lease := c.leaderLease()
 	switch {
 	case leading && !running:
 		if c.router != nil {
 			// Resume where the previous holders recorded they were.
-			if err := hooks.AdvanceCheckpoint(c.rt.home.HermesDir(), c.lease.Delivered); err != nil {
+			if err := hooks.AdvanceCheckpoint(c.rt.home.HermesDir(), lease.Delivered); err != nil {
 				c.log.Error("leader: cannot move the hooks checkpoint; not running the duties", "err", err)
 				return
 			}
 		}
 		c.singletons = newDuties(ctx, c.rt.log)
-		c.rt.startSingletons(c.singletons, c.router)
-		c.log.Info("leader: running webhooks, the expiry watcher and auto-prune", "until", c.lease.Until, "delivered", c.lease.Delivered)
+		c.rt.startSingletons(c.singletons, c.router, c.mayAct)
+		c.log.Info("leader: running webhooks, the expiry watcher and auto-prune", "until", lease.Until, "delivered", lease.Delivered)
 	case !leading && running:
 		c.singletons.stop()
 		c.singletons = nil
-		c.log.Info("no longer leader: duties stopped", "holder", c.lease.Holder, "until", c.lease.Until)
+		c.log.Info("no longer leader: duties stopped", "holder", lease.Holder, "until", lease.Until)
 	}
 }
 

@@ -80,6 +80,14 @@ type Config struct {
 	// Log receives delivery failures and watermill's own messages
 	// (nil: discarded).
 	Log *slog.Logger
+	// MayAct, when set, is asked right before every request (each attempt
+	// of each delivery, each finalize call): while it returns an error the
+	// request waits, unsent, until it returns nil or the delivery is
+	// stopped (then the event stays unacknowledged, to be delivered by
+	// whoever holds the duty). With several nodes it is the leader lease
+	// checked by this node's own clock, so a leader that was paused past
+	// its lease sends nothing when it wakes.
+	MayAct func() error
 }
 
 func (c *Config) setDefaults() error {

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -650,4 +652,77 @@ func TestRouter_TakeoverFromSharedCheckpoint(t *testing.T) {
 	if len(got) != len(first)+len(second) {
 		t.Errorf("delivered %d distinct events, want %d (the lease event is not delivered)", len(got), len(first)+len(second))
 	}
+}
+
+// lockedBuffer is a log destination safe for the router's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestRouter_MayActHoldsRequestsBack: while Config.MayAct refuses (the
+// node no longer leads by its clock), no request is sent; a stop then
+// leaves the events unacknowledged and unpoisoned, and a router allowed to
+// act delivers them.
+func TestRouter_MayActHoldsRequestsBack(t *testing.T) {
+	dir := t.TempDir()
+	store := openStore(t, filepath.Join(dir, "events.db"))
+	ids := appendEvents(t, store, 3)
+	rcv := newReceiver(t, "", nil)
+	logs := &lockedBuffer{}
+	var mu sync.Mutex
+	allowed := false
+	cfg := hooks.Config{
+		Dir:      dir,
+		Webhooks: []hooks.WebhookConfig{{Name: "r", URL: rcv.srv.URL}},
+		Log:      slog.New(slog.NewTextHandler(logs, nil)),
+		MayAct: func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if !allowed {
+				return errors.New("not the leader")
+			}
+			return nil
+		},
+	}
+	r, err := hooks.New(store, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runRouter(t, r)
+	waitFor(t, "a request held back", func() bool { return strings.Contains(logs.String(), "held back") })
+	if err := stop(); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if got := rcv.all(); len(got) != 0 {
+		t.Fatalf("receiver got %d requests while MayAct refused, want 0", len(got))
+	}
+	if cp, err := r.Checkpoint(); err != nil || cp != 0 {
+		t.Fatalf("checkpoint = %d, %v; want 0", cp, err)
+	}
+	if recs, _ := hooks.ReadPoisonLog(dir); len(recs) != 0 {
+		t.Fatalf("poison log = %+v, want empty: a held-back request is not a failure", recs)
+	}
+
+	mu.Lock()
+	allowed = true
+	mu.Unlock()
+	r2, err := hooks.New(store, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRouter(t, r2)
+	waitFor(t, "every event once allowed", func() bool { return hasAll(acceptedIDs(rcv), ids) })
 }

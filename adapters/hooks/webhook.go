@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -71,6 +72,8 @@ type sender struct {
 	now      func() time.Time
 	maxBody  int
 	maxReply int64
+	mayAct   func() error
+	log      *slog.Logger
 }
 
 func newSender(cfg Config) *sender {
@@ -80,6 +83,35 @@ func newSender(cfg Config) *sender {
 		now:      cfg.Now,
 		maxBody:  cfg.MaxBodyBytes,
 		maxReply: cfg.MaxResponseBytes,
+		mayAct:   cfg.MayAct,
+		log:      cfg.Log,
+	}
+}
+
+// mayActPoll is how often a request held back by Config.MayAct asks again.
+const mayActPoll = 50 * time.Millisecond
+
+// awaitMayAct returns once Config.MayAct allows a request, or ctx's error.
+func (s *sender) awaitMayAct(ctx context.Context) error {
+	if s.mayAct == nil {
+		return nil
+	}
+	err := s.mayAct()
+	if err == nil {
+		return nil
+	}
+	s.log.Warn("webhook request held back: this node may not act as the holder of the duty", "err", err)
+	t := time.NewTicker(mayActPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if s.mayAct() == nil {
+				return nil
+			}
+		}
 	}
 }
 
@@ -94,6 +126,11 @@ func (s *sender) post(ctx context.Context, w WebhookConfig, id, typ string, body
 		return ctx.Err()
 	}
 	defer func() { <-s.slots }()
+	// Right before the request: a node that lost the duty while it waited
+	// (paused, cut off from the store) must not send.
+	if err := s.awaitMayAct(ctx); err != nil {
+		return err
+	}
 
 	ctx, cancel := context.WithTimeout(ctx, w.Timeout)
 	defer cancel()

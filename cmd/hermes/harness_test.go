@@ -89,7 +89,13 @@ func freeAddr(t testing.TB) string {
 // startServer starts hermes serve on home and waits until /readyz is ready.
 func startServer(t testing.TB, home string, env []string, args ...string) *server {
 	t.Helper()
-	s := launchServer(t, home, env, args...)
+	return startServerBin(t, binary, home, env, args...)
+}
+
+// startServerBin is startServer with another hermes binary (bin).
+func startServerBin(t testing.TB, bin, home string, env []string, args ...string) *server {
+	t.Helper()
+	s := launchServerBin(t, bin, home, env, args...)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		select {
@@ -114,8 +120,14 @@ func startServer(t testing.TB, home string, env []string, args ...string) *serve
 // launchServer starts hermes serve on home without waiting for anything.
 func launchServer(t testing.TB, home string, env []string, args ...string) *server {
 	t.Helper()
+	return launchServerBin(t, binary, home, env, args...)
+}
+
+// launchServerBin is launchServer with another hermes binary (bin).
+func launchServerBin(t testing.TB, bin, home string, env []string, args ...string) *server {
+	t.Helper()
 	s := &server{t: t, home: home, addr: freeAddr(t), stderr: &syncBuffer{}, done: make(chan struct{})}
-	s.cmd = exec.Command(binary, append([]string{"serve", "--home", home, "--addr", s.addr}, args...)...)
+	s.cmd = exec.Command(bin, append([]string{"serve", "--home", home, "--addr", s.addr}, args...)...)
 	s.cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
 	s.cmd.Stderr = s.stderr
 	if err := s.cmd.Start(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -581,7 +582,8 @@ func randomHistory(ctx context.Context, rt *rapid.T, w *world) []events.Envelope
 }
 
 func isRefusal(err error) bool {
-	return err != nil && (strings.Contains(err.Error(), "not found") || strings.Contains(err.Error(), "suspended"))
+	return err != nil && (strings.Contains(err.Error(), "not found") || strings.Contains(err.Error(), "suspended") ||
+		errors.Is(err, domain.ErrTurnBusy))
 }
 
 // TestProjection_GatewayRuns: the runs of a gateway process, folded from

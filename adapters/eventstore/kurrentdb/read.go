@@ -236,5 +236,3 @@ func (s *Store) notePlaintext(r *esdb.RecordedEvent, e events.Event) {
 // PlaintextEvents is how many events this store has read (since it opened)
 // with personal content in plaintext, written before crypto-shredding.
 func (s *Store) PlaintextEvents() int64 { return s.plaintext.Load() }
-
-func isEOF(err error) bool { return errors.Is(err, io.EOF) }

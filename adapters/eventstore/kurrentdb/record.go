@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strconv"
 	"time"
@@ -161,7 +162,7 @@ func (s *Store) ReadRecords(ctx context.Context, after uint64, count int) ([]eve
 			for {
 				ev, err := rs.Recv()
 				if err != nil {
-					if isEOF(err) {
+					if errors.Is(err, io.EOF) {
 						return nil
 					}
 					return err

@@ -1346,8 +1346,10 @@ class SessionStore:
             return
         role = message.get("role", "unknown")
         assistant = role == "assistant"
+        turn_id = self._open_turns().get(session_id)
         try:
             self._db.append_message(
+                turn_id=turn_id,
                 session_id=session_id,
                 role=role,
                 content=message.get("content"),
@@ -1672,7 +1674,14 @@ class SessionStore:
             body["gateway_run"] = dict(gateway_run)
         res = self._http.post(self._path(session_key, "turns", "start"), body)
         res["entry"] = self._adopt(res["entry"])
+        self._open_turns()[res["entry"].session_id] = res["turn_id"]
         return res
+
+    def _open_turns(self) -> Dict[str, str]:
+        """The turn this process opened on each session id: its transcript
+        messages carry it, so hermes refuses them once the turn was taken
+        over (docs/API.md, Turn fencing)."""
+        return self.__dict__.setdefault("_hermes_open_turns", {})
 
     def complete_turn(self, session_key: str, turn_id: Optional[str] = None, *, input_tokens: int = 0,
                       output_tokens: int = 0, cache_read_tokens: int = 0, cache_write_tokens: int = 0,
@@ -1691,6 +1700,12 @@ class SessionStore:
             body["cost_status"] = cost_status
         if last_prompt_tokens is not None:
             body["last_prompt_tokens"] = int(last_prompt_tokens)
+        turns = self._open_turns()
+        if turn_id is None:
+            held = dict.get(self._entries, session_key)
+            turn_id = turns.get(getattr(held, "session_id", None))
+        for sid in [sid for sid, t in turns.items() if t == turn_id]:
+            del turns[sid]
         return self._adopt(self._http.post(self._path(session_key, "turns"), body))
 
     def session_context(self, session_key: str) -> Dict[str, Any]:

@@ -301,7 +301,7 @@ class SessionDB:
                        finish_reason: str = None, reasoning: str = None, reasoning_content: str = None,
                        reasoning_details: Any = None, codex_reasoning_items: Any = None,
                        codex_message_items: Any = None, platform_message_id: str = None,
-                       observed: bool = False, timestamp: Any = None) -> int:
+                       observed: bool = False, timestamp: Any = None, turn_id: str = None) -> int:
         body = _wire_message({
             "role": role, "content": content, "tool_name": tool_name, "tool_calls": tool_calls,
             "tool_call_id": tool_call_id, "token_count": token_count, "finish_reason": finish_reason,
@@ -309,6 +309,12 @@ class SessionDB:
             "reasoning_details": reasoning_details, "codex_reasoning_items": codex_reasoning_items,
             "codex_message_items": codex_message_items,
         })
+        # turn_id fences the message by its turn: hermes refuses it (409
+        # turn_not_open, HermesConflict) once that turn is no longer the
+        # lane's open turn (another node adopted it while this process was
+        # paused or cut off).
+        if turn_id:
+            body["turn_id"] = turn_id
         # platform_message_id, observed and an explicit timestamp are not
         # stored by hermes (docs/COMPATIBILITY.md): hermes stamps each
         # message with its own clock so the log's times stay monotonic.

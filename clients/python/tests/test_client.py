@@ -18,6 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from hermes_client import (  # noqa: E402
+    HermesConflict,
     HermesUnavailable,
     SessionDB,
     SessionSource,
@@ -308,6 +309,39 @@ class GatewayTurnTest(unittest.TestCase):
         conv = store.load_transcript(sid)
         self.assertEqual([m["role"] for m in conv], ["user", "assistant", "tool", "assistant"])
         self.assertEqual(conv[2]["tool_call_id"], "call_1")
+        store.close()
+
+
+class TurnFenceTest(unittest.TestCase):
+    """The messages of a turn carry its turn id: once another process
+    closed that turn (here a completion without the client), hermes refuses
+    them and stores nothing; after the client's own completion messages go
+    unfenced again."""
+
+    def test_messages_of_a_closed_turn_are_refused(self):
+        store = SessionStore(None, None, base_url=SERVER.url)
+        other = SessionStore(None, None, base_url=SERVER.url)
+        entry = store.get_or_create_session(dm("fence"))
+        sid = entry.session_id
+        turn = store.start_turn(entry.session_key)["turn_id"]
+        store.append_to_transcript(sid, {"role": "user", "content": "first"})
+        # given the turn is closed behind this store's back
+        other.complete_turn(entry.session_key, turn)
+        # when this store appends the rest of its reply, then hermes
+        # refuses it (the store logs it, as Hermes logs a failed append)
+        with self.assertLogs("hermes_client", level="WARNING") as logs:
+            store.append_to_transcript(sid, {"role": "assistant", "content": "late"})
+        self.assertIn("turn_not_open", "".join(logs.output))
+        self.assertEqual([m["content"] for m in store.load_transcript(sid)], ["first"])
+        with self.assertRaises(HermesConflict):
+            store.db.append_message(sid, "assistant", "late", turn_id=turn)
+        # and a new turn of this store is fenced by its own id, then freed
+        turn2 = store.start_turn(entry.session_key)["turn_id"]
+        store.append_to_transcript(sid, {"role": "assistant", "content": "second"})
+        store.complete_turn(entry.session_key, turn2)
+        store.append_to_transcript(sid, {"role": "assistant", "content": "after"})
+        self.assertEqual([m["content"] for m in store.load_transcript(sid)], ["first", "second", "after"])
+        other.close()
         store.close()
 
 
