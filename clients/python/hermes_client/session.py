@@ -1566,11 +1566,21 @@ class SessionStore:
         (of the announced gateway run, if any); None when the lane does not
         exist. holder is "marker" or "runner"; a marker already held is
         replaced by a new turn, as Hermes replaces its token."""
+        replaced = None
         with self._turn_lock:
             h = self._turns.get(session_key)
             if h is not None and not (holder == "marker" and h["marker"] and not h["runner"]):
                 h[holder] = True
                 return h["id"]
+            if h is not None:
+                replaced = self._turns.pop(session_key)["id"]
+        if replaced is not None:
+            # hermes refuses a turn start on a lane whose turn is open
+            # (409 busy): the replaced marker's turn ends first.
+            try:
+                self.complete_turn(session_key, replaced)
+            except HermesNotFound:
+                pass
         run = getattr(self, "_gateway_run", None)
         try:
             res = self.start_turn(session_key, gateway_run=run.ref() if run is not None else None)
