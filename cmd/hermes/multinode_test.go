@@ -525,8 +525,12 @@ func runMultiNodeAdoption(t *testing.T, st sharedStore) {
 	for _, env := range lane {
 		if _, ok := env.Event.(events.TurnInterrupted); ok {
 			interrupted++
-			if env.Metadata.Command != "adopt_turn" || len(adoptions) == 1 && env.Metadata.Node != adoptions[0].By {
-				t.Errorf("turn_interrupted metadata = %+v, want command adopt_turn by the adopter", env.Metadata)
+			// Once the run is recorded adopted, any survivor that still
+			// sees the turn open closes it (the adoption rule, commands'
+			// AdoptDeadRuns: an adopter that dies in between leaves no
+			// turn open); the turn is closed once, by one of them.
+			if env.Metadata.Command != "adopt_turn" || (env.Metadata.Node != names[0] && env.Metadata.Node != names[1]) {
+				t.Errorf("turn_interrupted metadata = %+v, want command adopt_turn by a survivor", env.Metadata)
 			}
 		}
 	}
