@@ -216,11 +216,17 @@ func (h *Handler) CompleteTurn(ctx context.Context, c CompleteTurn) (LaneResult,
 			return LaneResult{}, err
 		}
 		res, err = h.execute(ctx, c.Key, "complete_turn", c.CommandID, func(l domain.Lane, now time.Time) ([]events.Event, error) {
+			// A completion the lane refuses is refused as it is: only one
+			// it accepts needs the fence (fenceCompletion fences only those).
+			evs, err := l.CompleteTurn(c.Outcome, now)
+			if err != nil {
+				return nil, err
+			}
 			closes := l.TurnOpen() && (c.Outcome.TurnID == "" || c.Outcome.TurnID == l.OpenTurnID)
 			if !h.soleWriter && closes && !f.covers(l) {
 				return nil, errFenceMoved
 			}
-			return l.CompleteTurn(c.Outcome, now)
+			return evs, nil
 		})
 		if !errors.Is(err, errFenceMoved) {
 			break
