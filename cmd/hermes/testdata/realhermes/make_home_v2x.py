@@ -32,19 +32,21 @@ measurement: 100-message sessions, one lane each, until N messages.
 
 The homes checked in beside this script were made with:
 
-    mkdir -p /tmp/h25 /tmp/h26
-    git --git-dir=<mirror> archive b9aa9289 | tar -x -C /tmp/h25
-    git --git-dir=<mirror> archive d7f5acb9 | tar -x -C /tmp/h26
-    /usr/bin/python3 make_home_v2x.py /tmp/h25 /tmp/hermes-home-v25
-    /usr/bin/python3 make_home_v2x.py /tmp/h26 /tmp/hermes-home-v26
+    T25=$(mktemp -d) T26=$(mktemp -d) H=$(mktemp -d)
+    git --git-dir=<mirror> archive b9aa9289 | tar -x -C "$T25"
+    git --git-dir=<mirror> archive d7f5acb9 | tar -x -C "$T26"
+    /usr/bin/python3 make_home_v2x.py "$T25" "$H/hermes-home-v25"
+    /usr/bin/python3 make_home_v2x.py "$T26" "$H/hermes-home-v26"
     then copy state.db, sessions/sessions.json, .restart_failure_counts,
     config.yaml and export.jsonl of each into testdata/realhermes/v25 and v26
     (Hermes also creates empty cache, log and skill directories: left out)
 
 (Debian's python3 with python3-yaml and python3-httpx, as for make_home.py.)
-The routing rows' scope is the sessions directory the gateway resolved
-(/tmp/hermes-home-v2x/sessions), which the import's target never is: the
-tests read the checked-in homes as homes moved elsewhere.
+The routing rows' scope is the sessions directory the gateway resolved,
+the home's path at generation (the checked-in homes were written under a
+temporary directory, and their rows keep that path as Hermes wrote it),
+which the import's target never is: the tests read the checked-in homes
+as homes moved elsewhere.
 """
 import json
 import os
