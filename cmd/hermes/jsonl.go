@@ -16,7 +16,6 @@ import (
 	"hermes/commands"
 	"hermes/events"
 	"hermes/node"
-	"hermes/projections/transcripts"
 )
 
 // runImportJSONL imports a JSONL session export into the log, one
@@ -161,25 +160,7 @@ standard output; a file is written whole (0600) or not at all.`,
 }
 
 func runExportJSONL(ctx context.Context, g *globalFlags, path string, stdout io.Writer) error {
-	h, err := resolveHome(g)
-	if err != nil {
-		return err
-	}
-	spec, err := resolveStore(g, h)
-	if err != nil {
-		return err
-	}
-	if spec.Embedded() {
-		if err := h.RequireStore(); err != nil {
-			return err
-		}
-	} else if err := h.Ensure(); err != nil {
-		return err
-	}
-	if err := freshStateDB(ctx, spec, h); err != nil {
-		return err
-	}
-	reader, err := transcripts.OpenReader(h.StateDB())
+	reader, err := openFreshReader(ctx, g)
 	if err != nil {
 		return err
 	}

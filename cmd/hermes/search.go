@@ -57,26 +57,32 @@ func freshStateDB(ctx context.Context, spec node.StoreSpec, h node.Home) error {
 	return node.CatchUpOffline(ctx, h, store)
 }
 
-func runSearch(ctx context.Context, g *globalFlags, query string, o searchOptions, out io.Writer) error {
+// openFreshReader opens the transcript reader of the home g names, its
+// state.db caught up with the store first (freshStateDB).
+func openFreshReader(ctx context.Context, g *globalFlags) (*transcripts.Reader, error) {
 	h, err := resolveHome(g)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	spec, err := resolveStore(g, h)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if spec.Embedded() {
 		if err := h.RequireStore(); err != nil {
-			return err
+			return nil, err
 		}
 	} else if err := h.Ensure(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := freshStateDB(ctx, spec, h); err != nil {
-		return err
+		return nil, err
 	}
-	reader, err := transcripts.OpenReader(h.StateDB())
+	return transcripts.OpenReader(h.StateDB())
+}
+
+func runSearch(ctx context.Context, g *globalFlags, query string, o searchOptions, out io.Writer) error {
+	reader, err := openFreshReader(ctx, g)
 	if err != nil {
 		return err
 	}
